@@ -1,0 +1,921 @@
+"""Seeded generators of Kubernetes nodes and pods shaped like ``kubectl get nodes,pods -A -o json``.
+
+Two uses:
+
+* ``python bench/cluster_gen.py --demo > monitoring/fixtures/demo_cluster.json`` writes the demo
+  cluster: 127 H100 nodes x 8 GPUs (one NotReady, one cordoned, so exactly 1,000 GPUs are
+  schedulable), 16 CPU-only nodes, and 643 pods across seven team namespaces plus ``kube-system``.
+  Workloads are hand-placed (first-fit, never over a node's allocatable) and cover Running, Pending
+  (bound and unbound), Succeeded and Failed pods, init containers, sidecars and pod overhead.
+* ``generate_nodes(n)`` / ``generate_pods(m, nodes)`` (or ``--nodes N --pods M``) make arbitrarily
+  large clusters for benchmarks. Pods are yielded lazily and are *not* packed: a node may be
+  over-committed, which does not matter for throughput measurements.
+
+Everything is deterministic for a given seed: no clock (timestamps derive from ``BASE_TIME``),
+uids come from the seeded RNG. Output is a ``List`` with one compact item per line, so diffs stay
+readable.
+This module uses only the standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import sys
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TextIO
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-SXM4-80GB"
+L40S = "NVIDIA-L40S"
+BASE_TIME = datetime(2025, 11, 3, 9, 0, 0, tzinfo=UTC)
+DEMO_SEED = 20251103
+DEMO_NAMESPACES = (
+    "research-ml",
+    "research-nlp",
+    "prod-inference",
+    "prod-training",
+    "cv-vision",
+    "speech-asr",
+    "platform-tools",
+)
+GPU = "nvidia.com/gpu"
+
+Json = dict[str, Any]
+
+
+# ---------------------------------------------------------------- object builders
+
+
+def _timestamp(minutes: int) -> str:
+    return (BASE_TIME + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _uid(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def _suffix(rng: random.Random, length: int = 5) -> str:
+    return "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(length))
+
+
+def make_node(
+    name: str,
+    *,
+    rng: random.Random,
+    cpu: str,
+    memory: str,
+    gpus: int = 0,
+    product: str | None = None,
+    zone: str = "us-east-1a",
+    instance_type: str = "m7i.16xlarge",
+    ready: bool = True,
+    unschedulable: bool = False,
+) -> Json:
+    """Return a Node dict with allocatable ``cpu``/``memory`` (and ``gpus`` of ``product``)."""
+    labels = {
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": instance_type,
+        "topology.kubernetes.io/zone": zone,
+    }
+    allocatable = {
+        "cpu": cpu,
+        "ephemeral-storage": "3435973836800" if gpus else "472446402560",
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+        "memory": memory,
+        "pods": "110",
+    }
+    taints = []
+    if gpus:
+        labels[GPU + ".count"] = str(gpus)
+        if product is not None:
+            labels[GPU + ".product"] = product
+        allocatable[GPU] = str(gpus)
+        taints.append({"key": GPU, "value": "present", "effect": "NoSchedule"})
+    if unschedulable:
+        taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    if not ready:
+        taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+    spec: Json = {"providerID": f"aws:///{zone}/i-{rng.getrandbits(64):016x}"}
+    if taints:
+        spec["taints"] = taints
+    if unschedulable:
+        spec["unschedulable"] = True
+    heartbeat = _timestamp(0 if ready else -42)
+    ready_condition = {
+        "type": "Ready",
+        "status": "True" if ready else "Unknown",
+        "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+        "lastHeartbeatTime": heartbeat,
+        "lastTransitionTime": _timestamp(-10_000 if ready else -38),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": _uid(rng),
+            "creationTimestamp": _timestamp(-60 * 24 * 90),
+            "labels": labels,
+        },
+        "spec": spec,
+        "status": {
+            "allocatable": allocatable,
+            "capacity": dict(allocatable),
+            "conditions": [
+                {
+                    "type": "MemoryPressure",
+                    "status": "False" if ready else "Unknown",
+                    "lastHeartbeatTime": heartbeat,
+                },
+                ready_condition,
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.31.4",
+                "containerRuntimeVersion": "containerd://1.7.24",
+            },
+        },
+    }
+
+
+def container(
+    name: str,
+    image: str,
+    requests: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+    *,
+    restart_policy: str | None = None,
+) -> Json:
+    """Return a container dict; ``restart_policy="Always"`` makes an init container a sidecar."""
+    out: Json = {"name": name, "image": image}
+    resources: Json = {}
+    if limits:
+        resources["limits"] = limits
+    if requests:
+        resources["requests"] = requests
+    out["resources"] = resources
+    if restart_policy is not None:
+        out["restartPolicy"] = restart_policy
+    return out
+
+
+def make_pod(
+    name: str,
+    namespace: str,
+    *,
+    rng: random.Random,
+    containers: Sequence[Json],
+    init_containers: Sequence[Json] = (),
+    node: str | None = None,
+    phase: str = "Running",
+    labels: dict[str, str] | None = None,
+    scheduler: str = "default-scheduler",
+    overhead: dict[str, str] | None = None,
+    runtime_class: str | None = None,
+    gpu: bool = False,
+    minutes: int = 0,
+) -> Json:
+    """Return a Pod dict as the API server shows it (``spec.nodeName`` set iff bound)."""
+    spec: Json = {"containers": list(containers), "restartPolicy": "Never" if gpu else "Always"}
+    if init_containers:
+        spec["initContainers"] = list(init_containers)
+    if node is not None:
+        spec["nodeName"] = node
+    spec["schedulerName"] = scheduler
+    if gpu:
+        spec["tolerations"] = [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}]
+    if runtime_class is not None:
+        spec["runtimeClassName"] = runtime_class
+    if overhead:
+        spec["overhead"] = overhead
+    status: Json = {"phase": phase}
+    if node is None:
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+        ]
+    else:
+        status["startTime"] = _timestamp(minutes)
+    if phase == "Pending" and node is not None:
+        status["containerStatuses"] = [
+            {
+                "name": c["name"],
+                "ready": False,
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+            }
+            for c in containers
+        ]
+    if phase == "Failed":
+        status["reason"] = "OOMKilled"
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": _uid(rng),
+            "creationTimestamp": _timestamp(minutes),
+            "labels": labels or {},
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+# ---------------------------------------------------------------- the demo cluster
+
+
+@dataclass
+class _Slot:
+    name: str
+    free: dict[str, float]
+    pods: list[str] = field(default_factory=list)
+
+
+class _Packer:
+    """First-fit placement over a fixed node order; never exceeds a node's allocatable."""
+
+    def __init__(self, nodes: Iterable[Json]) -> None:
+        self.slots = {
+            n["metadata"]["name"]: _Slot(
+                n["metadata"]["name"],
+                {
+                    "cpu": float(n["status"]["allocatable"]["cpu"]),
+                    "memory": _gib(n["status"]["allocatable"]["memory"]),
+                    GPU: float(n["status"]["allocatable"].get(GPU, "0")),
+                },
+            )
+            for n in nodes
+        }
+
+    def place(self, need: dict[str, float], *, on: Sequence[str]) -> str:
+        for name in on:
+            slot = self.slots[name]
+            if all(slot.free[r] >= amount for r, amount in need.items()):
+                for r, amount in need.items():
+                    slot.free[r] -= amount
+                return name
+        raise RuntimeError(f"demo cluster is full for {need}")
+
+
+def _gib(memory: str) -> float:
+    units = {"Ki": 2**-20, "Mi": 2**-10, "Gi": 1.0}
+    return float(memory[:-2]) * units[memory[-2:]]
+
+
+def _need(requests: dict[str, str]) -> dict[str, float]:
+    def cores(v: str) -> float:
+        return float(v[:-1]) / 1000 if v.endswith("m") else float(v)
+
+    return {
+        "cpu": cores(requests.get("cpu", "0")),
+        "memory": _gib(requests["memory"]) if "memory" in requests else 0.0,
+        GPU: float(requests.get(GPU, "0")),
+    }
+
+
+def _job(
+    rng: random.Random,
+    packer: _Packer,
+    gpu_nodes: Sequence[str],
+    *,
+    namespace: str,
+    job: str,
+    workers: int,
+    gpus: int,
+    cpu: str,
+    memory: str,
+    image: str,
+    phase: str = "Running",
+    bound: bool = True,
+    init: Json | None = None,
+    prefer: Sequence[str] = (),
+    minutes: int = -600,
+) -> list[Json]:
+    """Volcano job pods ``<job>-worker-<i>``; bound ones are packed, unbound ones stay Pending."""
+    requests = {"cpu": cpu, "memory": memory, GPU: str(gpus)}
+    pods = []
+    for i in range(workers):
+        node = None
+        if bound and phase in ("Succeeded", "Failed"):
+            # Finished pods keep their nodeName but no longer hold resources.
+            node = gpu_nodes[(i * 7) % len(gpu_nodes)]
+        elif bound:
+            order = [*prefer[i : i + 1], *gpu_nodes] if i < len(prefer) else gpu_nodes
+            node = packer.place(_need(requests), on=order)
+        pods.append(
+            make_pod(
+                f"{job}-worker-{i}",
+                namespace,
+                rng=rng,
+                containers=[container("trainer", image, dict(requests), dict(requests))],
+                init_containers=[init] if init else (),
+                node=node,
+                phase=phase if bound else "Pending",
+                labels={"volcano.sh/job-name": job, "volcano.sh/task-spec": "worker"},
+                scheduler="volcano",
+                gpu=True,
+                minutes=minutes,
+            )
+        )
+    return pods
+
+
+def _deployment(
+    rng: random.Random,
+    packer: _Packer,
+    nodes: Sequence[str],
+    *,
+    namespace: str,
+    app: str,
+    replicas: int,
+    requests: dict[str, str],
+    limits: dict[str, str] | None = None,
+    image: str,
+    init_containers: Sequence[Json] = (),
+    phases: dict[int, str] | None = None,
+    unbound: Sequence[int] = (),
+    overhead: dict[str, str] | None = None,
+    runtime_class: str | None = None,
+    minutes: int = -2000,
+) -> list[Json]:
+    """ReplicaSet-style pods ``<app>-<hash>-<suffix>``; ``unbound`` replicas stay unscheduled."""
+    template_hash = _suffix(rng, 10)
+    gpu = GPU in requests
+    pods = []
+    for i in range(replicas):
+        phase = (phases or {}).get(i, "Running")
+        need = _need(requests)
+        if overhead:
+            extra = _need(overhead)
+            need = {r: need[r] + extra[r] for r in need}
+        if i in unbound:
+            node = None
+        elif phase in ("Succeeded", "Failed"):
+            node = nodes[(i * 7) % len(nodes)]
+        else:
+            node = packer.place(need, on=nodes)
+        pods.append(
+            make_pod(
+                f"{app}-{template_hash}-{_suffix(rng)}",
+                namespace,
+                rng=rng,
+                containers=[container(app, image, dict(requests), dict(limits or requests))],
+                init_containers=init_containers,
+                node=node,
+                phase="Pending" if node is None else phase,
+                labels={"app.kubernetes.io/name": app, "pod-template-hash": template_hash},
+                overhead=overhead,
+                runtime_class=runtime_class,
+                gpu=gpu,
+                minutes=minutes + i,
+            )
+        )
+    return pods
+
+
+def _daemonset(
+    rng: random.Random,
+    nodes: Sequence[str],
+    *,
+    app: str,
+    image: str,
+    requests: dict[str, str] | None,
+    limits: dict[str, str] | None = None,
+    gpu_tolerant: bool = False,
+) -> list[Json]:
+    """One ``kube-system`` pod per node (DaemonSet pods are placed regardless of free room)."""
+    return [
+        make_pod(
+            f"{app}-{_suffix(rng)}",
+            "kube-system",
+            rng=rng,
+            containers=[container(app, image, requests, limits)],
+            node=node,
+            labels={"k8s-app": app},
+            gpu=gpu_tolerant,
+            minutes=-60 * 24 * 30,
+        )
+        for node in nodes
+    ]
+
+
+def demo_cluster() -> Json:
+    """Return the demo cluster as a ``kind: List`` of Nodes then Pods (deterministic).
+
+    Nodes: ``gpu-h100-000``..``gpu-h100-126`` (192 cores, 2015Gi, 8 H100 each; ``-125`` NotReady and
+    ``-126`` cordoned, each still running one training worker) and ``cpu-000``..``cpu-015`` (64
+    cores, 256Gi). Pods: training jobs, notebooks and inference in the six GPU namespaces,
+    CPU services in ``platform-tools`` and DaemonSets/CoreDNS in the unmanaged ``kube-system``.
+    """
+    rng = random.Random(DEMO_SEED)
+    zones = ("us-east-1a", "us-east-1b", "us-east-1c")
+    gpu_names = [f"gpu-h100-{i:03d}" for i in range(127)]
+    cpu_names = [f"cpu-{i:03d}" for i in range(16)]
+    not_ready, cordoned = gpu_names[125], gpu_names[126]
+    nodes = [
+        make_node(
+            name,
+            rng=rng,
+            cpu="192",
+            memory="2112880640Ki",
+            gpus=8,
+            product=H100,
+            zone=zones[i % 3],
+            instance_type="p5.48xlarge",
+            ready=name != not_ready,
+            unschedulable=name == cordoned,
+        )
+        for i, name in enumerate(gpu_names)
+    ] + [
+        make_node(name, rng=rng, cpu="64", memory="268435456Ki", zone=zones[i % 3])
+        for i, name in enumerate(cpu_names)
+    ]
+    packer = _Packer(nodes)
+    # New work never lands on the NotReady or cordoned node; only `prefer=` puts a pod there.
+    open_gpu = gpu_names[:125]
+
+    pods: list[Json] = []
+    pods += _daemonset(
+        rng,
+        gpu_names + cpu_names,
+        app="kube-proxy",
+        image="registry.k8s.io/kube-proxy:v1.31.4",
+        requests={"cpu": "100m"},
+        gpu_tolerant=True,
+    )
+    pods += _daemonset(
+        rng,
+        gpu_names,
+        app="nvidia-device-plugin",
+        image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+        requests=None,
+        gpu_tolerant=True,
+    )
+    pods += _daemonset(
+        rng,
+        gpu_names,
+        app="dcgm-exporter",
+        image="nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9",
+        requests={"cpu": "100m", "memory": "128Mi"},
+        limits={"memory": "256Mi"},
+        gpu_tolerant=True,
+    )
+    for name in (*gpu_names, *cpu_names):
+        packer.slots[name].free["cpu"] -= 0.2
+        packer.slots[name].free["memory"] -= 0.125
+    pods += _deployment(
+        rng,
+        packer,
+        cpu_names,
+        namespace="kube-system",
+        app="coredns",
+        replicas=2,
+        requests={"cpu": "100m", "memory": "70Mi"},
+        limits={"memory": "170Mi"},
+        image="registry.k8s.io/coredns/coredns:v1.11.3",
+    )
+
+    fetch = container(
+        "fetch-dataset", "registry.example.com/tools/s5cmd:2.2", {"cpu": "4", "memory": "16Gi"}
+    )
+    trainer = "registry.example.com/train/megatron:24.10"
+    # prod-training: 256 + 32 GPUs bound, one worker each on the NotReady and the cordoned node.
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="prod-training",
+        job="foundation-70b",
+        workers=32,
+        gpus=8,
+        cpu="176",
+        memory="1600Gi",
+        image=trainer,
+        init=fetch,
+        prefer=[not_ready],
+    )
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="prod-training",
+        job="nightly-finetune",
+        workers=4,
+        gpus=8,
+        cpu="176",
+        memory="1600Gi",
+        image=trainer,
+        prefer=[cordoned],
+        minutes=-180,
+    )
+    # research-nlp: 128 + 12 GPUs bound, 32 GPUs pending.
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="research-nlp",
+        job="llm-pretrain-7b",
+        workers=16,
+        gpus=8,
+        cpu="176",
+        memory="1600Gi",
+        image=trainer,
+        init=fetch,
+    )
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="research-nlp",
+        job="tokenizer-eval",
+        workers=6,
+        gpus=2,
+        cpu="16",
+        memory="128Gi",
+        image="registry.example.com/nlp/eval:1.4",
+        minutes=-90,
+    )
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="research-nlp",
+        job="long-context-13b",
+        workers=4,
+        gpus=8,
+        cpu="176",
+        memory="1600Gi",
+        image=trainer,
+        bound=False,
+        minutes=-20,
+    )
+    # research-ml: 96 + 32 GPUs bound, 20 notebooks, 64 GPUs pending, 10 finished data-prep pods.
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="research-ml",
+        job="moe-ablation",
+        workers=12,
+        gpus=8,
+        cpu="176",
+        memory="1600Gi",
+        image=trainer,
+        init=fetch,
+    )
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="research-ml",
+        job="rl-agent",
+        workers=4,
+        gpus=8,
+        cpu="176",
+        memory="1600Gi",
+        image="registry.example.com/rl/agent:0.9",
+    )
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="research-ml",
+        job="moe-scale",
+        workers=8,
+        gpus=8,
+        cpu="176",
+        memory="1600Gi",
+        image=trainer,
+        bound=False,
+        minutes=-15,
+    )
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="research-ml",
+        job="data-prep",
+        workers=10,
+        gpus=1,
+        cpu="8",
+        memory="64Gi",
+        image="registry.example.com/tools/prep:2.0",
+        phase="Succeeded",
+        minutes=-1440,
+    )
+    pods += _deployment(
+        rng,
+        packer,
+        open_gpu,
+        namespace="research-ml",
+        app="notebook",
+        replicas=20,
+        requests={"cpu": "4", "memory": "32Gi", GPU: "1"},
+        image="quay.io/jupyter/pytorch-notebook:cuda12-2024-11-04",
+    )
+    # prod-inference: 48 x 1 GPU (one replica Pending but bound, one unbound), 8 x 4 GPU with an
+    # envoy sidecar declared before the weight download init container.
+    pods += _deployment(
+        rng,
+        packer,
+        open_gpu,
+        namespace="prod-inference",
+        app="serve-llama-8b",
+        replicas=48,
+        requests={"cpu": "8", "memory": "64Gi", GPU: "1"},
+        image="registry.example.com/serve/vllm:0.6.4",
+        phases={47: "Pending"},
+        unbound=[46],
+    )
+    envoy = container(
+        "envoy",
+        "envoyproxy/envoy:v1.32.1",
+        {"cpu": "500m", "memory": "256Mi"},
+        {"memory": "512Mi"},
+        restart_policy="Always",
+    )
+    download = container(
+        "download-weights", "registry.example.com/tools/s5cmd:2.2", {"cpu": "2", "memory": "8Gi"}
+    )
+    pods += _deployment(
+        rng,
+        packer,
+        open_gpu,
+        namespace="prod-inference",
+        app="serve-llama-70b",
+        replicas=8,
+        requests={"cpu": "32", "memory": "256Gi", GPU: "4"},
+        image="registry.example.com/serve/vllm:0.6.4",
+        init_containers=[envoy, download],
+    )
+    # cv-vision: 64 GPUs training, 16 eval pods in Kata sandboxes (pod overhead), 3 Failed,
+    # 16 GPUs pending.
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="cv-vision",
+        job="detector-train",
+        workers=8,
+        gpus=8,
+        cpu="176",
+        memory="1600Gi",
+        image="registry.example.com/cv/detectron:3.1",
+    )
+    pods += _deployment(
+        rng,
+        packer,
+        open_gpu,
+        namespace="cv-vision",
+        app="detector-eval",
+        replicas=16,
+        requests={"cpu": "8", "memory": "64Gi", GPU: "1"},
+        image="registry.example.com/cv/detectron:3.1",
+        runtime_class="kata-nvidia",
+        overhead={"cpu": "250m", "memory": "160Mi"},
+    )
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="cv-vision",
+        job="segmenter-sweep",
+        workers=3,
+        gpus=1,
+        cpu="8",
+        memory="64Gi",
+        image="registry.example.com/cv/seg:0.3",
+        phase="Failed",
+        minutes=-300,
+    )
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="cv-vision",
+        job="video-pretrain",
+        workers=2,
+        gpus=8,
+        cpu="176",
+        memory="1600Gi",
+        image="registry.example.com/cv/video:0.1",
+        bound=False,
+        minutes=-5,
+    )
+    # speech-asr: 48 GPUs fine-tuning, 10 x 1 GPU transcription, 4 x 1 GPU pending.
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="speech-asr",
+        job="whisper-ft",
+        workers=6,
+        gpus=8,
+        cpu="176",
+        memory="1600Gi",
+        image="registry.example.com/asr/whisper:3.0",
+        init=fetch,
+    )
+    pods += _deployment(
+        rng,
+        packer,
+        open_gpu,
+        namespace="speech-asr",
+        app="transcribe",
+        replicas=14,
+        requests={"cpu": "8", "memory": "64Gi", GPU: "1"},
+        image="registry.example.com/asr/whisper:3.0",
+        unbound=[10, 11, 12, 13],
+    )
+    # platform-tools: CPU services, finished CI runs, sandboxed runners with pod overhead.
+    for app, replicas, requests, extra in (
+        ("prometheus", 2, {"cpu": "4", "memory": "32Gi"}, {}),
+        ("grafana", 1, {"cpu": "500m", "memory": "1Gi"}, {}),
+        ("loki", 3, {"cpu": "2", "memory": "8Gi"}, {}),
+        ("argo-server", 2, {"cpu": "250m", "memory": "512Mi"}, {}),
+        ("jupyterhub", 1, {"cpu": "1", "memory": "2Gi"}, {}),
+        (
+            "ci-runner",
+            12,
+            {"cpu": "2", "memory": "4Gi"},
+            {"phases": dict.fromkeys(range(6), "Succeeded")},
+        ),
+        (
+            "sandbox-runner",
+            2,
+            {"cpu": "1", "memory": "2Gi"},
+            {"runtime_class": "kata", "overhead": {"cpu": "250m", "memory": "160Mi"}},
+        ),
+    ):
+        pods += _deployment(
+            rng,
+            packer,
+            cpu_names,
+            namespace="platform-tools",
+            app=app,
+            replicas=replicas,
+            requests=requests,
+            image=f"registry.example.com/platform/{app}:stable",
+            **extra,
+        )
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": nodes + pods,
+        "metadata": {"resourceVersion": ""},
+    }
+
+
+# ---------------------------------------------------------------- scale generators
+
+
+def generate_nodes(count: int, *, seed: int = 0, gpu_fraction: float = 0.8) -> list[Json]:
+    """Return ``count`` nodes: ``gpu_fraction`` of them 8-GPU (H100/A100/L40S), the rest CPU-only.
+
+    About 1 % of nodes are NotReady and 1 % cordoned, as in a real fleet.
+    """
+    rng = random.Random(seed)
+    flavors = ((H100, "p5.48xlarge"), (A100, "p4de.24xlarge"), (L40S, "g6e.48xlarge"))
+    nodes = []
+    for i in range(count):
+        roll = rng.random()
+        common = {"rng": rng, "zone": f"us-east-1{'abc'[i % 3]}", "ready": roll >= 0.01}
+        common["unschedulable"] = 0.01 <= roll < 0.02
+        if i < count * gpu_fraction:
+            product, instance = flavors[i % len(flavors)]
+            nodes.append(
+                make_node(
+                    f"gpu-{i:05d}",
+                    cpu="192",
+                    memory="2112880640Ki",
+                    gpus=8,
+                    product=product,
+                    instance_type=instance,
+                    **common,
+                )
+            )
+        else:
+            nodes.append(make_node(f"cpu-{i:05d}", cpu="64", memory="268435456Ki", **common))
+    return nodes
+
+
+_GPU_SHAPES = (
+    ({"cpu": "176", "memory": "1600Gi", GPU: "8"}, 3),
+    ({"cpu": "8", "memory": "64Gi", GPU: "1"}, 6),
+    ({"cpu": "16", "memory": "128Gi", GPU: "2"}, 2),
+    ({"cpu": "32", "memory": "256Gi", GPU: "4"}, 2),
+)
+_CPU_SHAPES = (
+    ({"cpu": "100m", "memory": "128Mi"}, 4),
+    ({"cpu": "500m", "memory": "1Gi"}, 6),
+    ({"cpu": "2", "memory": "4Gi"}, 4),
+    ({"cpu": "4", "memory": "16Gi"}, 2),
+    ({"cpu": "250m", "memory": "512Mi"}, 4),
+)
+
+
+def generate_pods(
+    count: int,
+    nodes: Sequence[Json],
+    *,
+    seed: int = 0,
+    namespaces: Sequence[str] = (*DEMO_NAMESPACES, "kube-system"),
+) -> Iterator[Json]:
+    """Yield ``count`` pods placed at random on ``nodes`` (lazily; memory stays flat).
+
+    Mix: 85 % Running, 7 % Pending unbound, 2 % Pending bound, 4 % Succeeded, 2 % Failed; 40 % ask
+    for GPUs (on GPU nodes), 20 % have an init container, 5 % a sidecar, 2 % pod overhead, 10 %
+    have two containers, 10 % set limits only. Quantities come from a small set of strings.
+    """
+    rng = random.Random(seed)
+    gpu_nodes = [n["metadata"]["name"] for n in nodes if GPU in n["status"]["allocatable"]]
+    all_nodes = [n["metadata"]["name"] for n in nodes]
+    gpu_shapes = [s for s, w in _GPU_SHAPES for _ in range(w)]
+    cpu_shapes = [s for s, w in _CPU_SHAPES for _ in range(w)]
+    sidecar = container(
+        "istio-proxy",
+        "istio/proxyv2:1.24.1",
+        {"cpu": "100m", "memory": "128Mi"},
+        restart_policy="Always",
+    )
+    init = container("setup", "busybox:1.37", {"cpu": "1", "memory": "1Gi"})
+    for i in range(count):
+        gpu = bool(gpu_nodes) and rng.random() < 0.4
+        requests = rng.choice(gpu_shapes if gpu else cpu_shapes)
+        limits_only = rng.random() < 0.1
+        containers = [
+            container(
+                "main", "registry.example.com/app:1", None if limits_only else requests, requests
+            )
+        ]
+        if rng.random() < 0.1:
+            containers.append(
+                container("logger", "fluent/fluent-bit:3.2", {"cpu": "50m", "memory": "64Mi"})
+            )
+        inits = []
+        if rng.random() < 0.05:
+            inits.append(sidecar)
+        if rng.random() < 0.2:
+            inits.append(init)
+        roll = rng.random()
+        phase, bound = "Running", True
+        if roll < 0.07:
+            phase, bound = "Pending", False
+        elif roll < 0.09:
+            phase = "Pending"
+        elif roll < 0.13:
+            phase = "Succeeded"
+        elif roll < 0.15:
+            phase = "Failed"
+        overhead = {"cpu": "250m", "memory": "160Mi"} if rng.random() < 0.02 else None
+        yield make_pod(
+            f"pod-{i:06d}",
+            rng.choice(namespaces),
+            rng=rng,
+            containers=containers,
+            init_containers=inits,
+            node=rng.choice(gpu_nodes if gpu else all_nodes) if bound else None,
+            phase=phase,
+            overhead=overhead,
+            gpu=gpu,
+            minutes=-(i % 10_000),
+        )
+
+
+# ---------------------------------------------------------------- output
+
+
+def write_list(items: Iterable[Json], out: TextIO) -> None:
+    """Write a ``kind: List`` with one compact item per line (streams ``items``)."""
+    out.write('{"apiVersion":"v1","kind":"List","items":[')
+    for index, item in enumerate(items):
+        out.write(",\n" if index else "\n")
+        out.write(json.dumps(item, separators=(",", ":")))
+    out.write('\n],"metadata":{"resourceVersion":""}}\n')
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--demo", action="store_true", help="print the committed demo cluster")
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--pods", type=int, default=3000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.demo:
+        write_list(demo_cluster()["items"], sys.stdout)
+        return 0
+    nodes = generate_nodes(args.nodes, seed=args.seed)
+    write_list(itertools.chain(nodes, generate_pods(args.pods, nodes, seed=args.seed)), sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

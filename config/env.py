@@ -1,0 +1,144 @@
+"""Small typed parsers for environment settings.
+
+Each helper reads one variable, returns a typed value or the default, and raises
+``ImproperlyConfigured`` naming the variable when the value makes no sense, so a bad deployment
+stops at start-up instead of misbehaving later. ``env_secret`` also reads ``NAME_FILE``
+(Docker/Kubernetes secrets mounted as files).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from decimal import Decimal, InvalidOperation
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _raw(name: str, environ: Mapping[str, str] | None) -> str | None:
+    source = os.environ if environ is None else environ
+    value = source.get(name)
+    return None if value is None else value.strip()
+
+
+def env_str(name: str, default: str = "", *, environ: Mapping[str, str] | None = None) -> str:
+    value = _raw(name, environ)
+    return default if value is None else value
+
+
+def env_bool(name: str, default: bool, *, environ: Mapping[str, str] | None = None) -> bool:
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(
+        f"{name}={value!r} is not a boolean: use one of true/false, yes/no, on/off, 1/0."
+    )
+
+
+def env_int(
+    name: str,
+    default: int,
+    *,
+    min_value: int | None = None,
+    max_value: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    value = _raw(name, environ)
+    if value is None or value == "":
+        result = default
+    else:
+        try:
+            result = int(value)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}={value!r} is not an integer.") from None
+    if min_value is not None and result < min_value:
+        raise ImproperlyConfigured(f"{name}={result} must be at least {min_value}.")
+    if max_value is not None and result > max_value:
+        raise ImproperlyConfigured(f"{name}={result} must be at most {max_value}.")
+    return result
+
+
+def env_decimal(
+    name: str,
+    default: str,
+    *,
+    min_value: Decimal | None = None,
+    max_value: Decimal | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Decimal:
+    value = _raw(name, environ)
+    text = default if value is None or value == "" else value
+    try:
+        result = Decimal(text)
+    except InvalidOperation:
+        raise ImproperlyConfigured(f"{name}={text!r} is not a number.") from None
+    if not result.is_finite():
+        raise ImproperlyConfigured(f"{name}={text!r} must be a finite number.")
+    if min_value is not None and result < min_value:
+        raise ImproperlyConfigured(f"{name}={text} must be at least {min_value}.")
+    if max_value is not None and result > max_value:
+        raise ImproperlyConfigured(f"{name}={text} must be at most {max_value}.")
+    return result
+
+
+def env_list(
+    name: str, default: Iterable[str] = (), *, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    value = _raw(name, environ)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_choice(
+    name: str, default: str, choices: Iterable[str], *, environ: Mapping[str, str] | None = None
+) -> str:
+    allowed = list(choices)
+    value = _raw(name, environ)
+    result = default if value is None or value == "" else value
+    if result not in allowed:
+        raise ImproperlyConfigured(f"{name}={result!r} is not one of: {', '.join(allowed)}.")
+    return result
+
+
+def env_secret(
+    name: str, default: str | None = None, *, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """Return ``NAME``, or the contents of the file named by ``NAME_FILE``; both set is an error."""
+    value = _raw(name, environ)
+    file_name = _raw(f"{name}_FILE", environ)
+    if value and file_name:
+        raise ImproperlyConfigured(f"Set only one of {name} and {name}_FILE.")
+    if file_name:
+        try:
+            with open(file_name, encoding="utf-8") as handle:
+                return handle.read().strip()
+        except OSError as e:
+            raise ImproperlyConfigured(f"{name}_FILE={file_name!r} cannot be read: {e}") from e
+    return value if value else default
+
+
+def env_cluster(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> str:
+    """Parse FAIRSHARE_CLUSTER: ``kubeconfig``, ``kubeconfig:PATH``, ``in-cluster``,
+    ``snapshot:PATH`` or ``disabled``."""
+    value = _raw(name, environ)
+    result = default if value is None or value == "" else value
+    mode, _, arg = result.partition(":")
+    if mode in {"in-cluster", "disabled"} and not arg:
+        return result
+    if mode == "kubeconfig":
+        return result
+    if mode == "snapshot" and arg:
+        return result
+    raise ImproperlyConfigured(
+        f"{name}={result!r} is not valid: use kubeconfig[:PATH], in-cluster, snapshot:PATH "
+        "or disabled."
+    )

@@ -1,0 +1,757 @@
+"""Chargeback: turn usage rollups and a rate card into a cost report (pure).
+
+Inputs are rollup buckets (``UsageRecord``: one team x namespace x resource x flavor over a bucket
+``[start, end)``), a rate card (``Rate``: price per unit-hour with a validity period) and optional
+``Budget`` rows. ``report()`` answers "who allocated, used and paid for what in ``[S, E)``", grouped
+by any subset of team / cost centre / resource / flavor / namespace.
+
+Units
+    Hours are *resource-hours in billing units*: GPU-hours for GPUs (and MIG slices, per slice),
+    core-hours for ``cpu``, **GiB-hours** for byte resources (``memory``, ``ephemeral-storage``,
+    ``hugepages-*``; records carry byte-hours, divided here by 2**30) and device-hours for any other
+    extended resource. Rates and budget limits are in the same units. One currency is assumed.
+
+The maths, for one record with bucket ``[s, e)`` and report window ``[S, E)``
+    1. Clip: ``[a, b) = [max(s, S), min(e, E))``; empty means the record is outside the report.
+       Usage is assumed uniform inside a bucket, so every figure is scaled by
+       ``f = (b - a) / (e - s)`` (a bucket half inside the window contributes half of everything).
+    2. Figures (``k`` = 1/2**30 for byte resources, else 1; ``A, U, G`` = the record's allocated,
+       used and guarantee hours):
+       allocated = k*A*f;  guarantee = k*G*f;  unused guarantee = k*max(0, G - A)*f;
+       for GPU resources only: used = k*U*f and idle = k*max(0, A - U)*f.
+       Idle and unused guarantee are floored *per bucket*, so over-use in one hour never hides an
+       idle reservation in another.
+    3. Cost is charged on *allocation* (requests x time), not on utilization. ``[a, b)`` is cut at
+       every rate boundary (``valid_from``/``valid_to``) that falls inside it; each piece ``[p, q)``
+       costs ``k*A*(q - p)/(e - s)*price``, priced by the rate valid on that piece. A rate for the
+       record's exact flavor wins over the generic (``flavor=""``) rate of the resource; pieces
+       with neither are reported in ``Report.unpriced`` (hours still count, cost is 0).
+    4. Records are summed into lines by the group key. Arithmetic is exact until the line is
+       emitted (Decimal sums of record values in a context that traps instead of rounding, then
+       ``fractions.Fraction`` for time weights and the GiB conversion); only then is cost
+       quantized to 0.01, hours to 0.0001 and percentages to 0.01, all ROUND_HALF_EVEN. The
+       report total is the rounded exact sum, so it is the same for every grouping and differs
+       from the sum of rounded line costs by at most 0.005 per line.
+
+Hours are only added up within one resource: a line covering several resources (e.g. grouped by
+team only) reports ``None`` for its hour figures and only its cost. Group by ``resource`` too to
+see hours. Budgets compare the allocated hours of their resource, clipped to the budget period.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow, localcontext
+from fractions import Fraction
+from itertools import pairwise
+from typing import Any
+
+__all__ = [
+    "CSV_COLUMNS",
+    "FIGURE_COLUMNS",
+    "GROUP_FIELDS",
+    "Budget",
+    "BudgetUse",
+    "ChargebackError",
+    "FrozenStatement",
+    "Line",
+    "LineChange",
+    "Rate",
+    "Report",
+    "Unpriced",
+    "UsageRecord",
+    "diff_reports",
+    "freeze",
+    "is_byte_resource",
+    "is_gpu_resource",
+    "report",
+    "to_rows",
+    "unit_of",
+]
+
+GROUP_FIELDS: tuple[str, ...] = ("team", "cost_center", "resource", "flavor", "namespace")
+FIGURE_COLUMNS: tuple[str, ...] = (
+    "unit",
+    "allocated_hours",
+    "used_hours",
+    "idle_hours",
+    "guarantee_hours",
+    "unused_guarantee_hours",
+    "cost",
+    "budget_used_pct",
+    "unpriced_records",
+)
+# Every row carries every column so CSV headers never depend on the grouping; dimensions that are
+# not grouped on are "" (as is the flavor of a flavor-less resource).
+CSV_COLUMNS: tuple[str, ...] = GROUP_FIELDS + FIGURE_COLUMNS
+
+BYTES_PER_GIB = 2**30
+CENT = Decimal("0.01")
+HOUR_PLACES = Decimal("0.0001")
+PCT_PLACES = Decimal("0.01")
+
+_MICROSECOND = timedelta(microseconds=1)
+_BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
+
+Key = tuple[tuple[str, str], ...]
+
+
+class ChargebackError(ValueError):
+    """Invalid chargeback input (grouping, period, rate card, record or frozen statement)."""
+
+
+# ---------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """One rollup bucket for one team x namespace x resource x flavor.
+
+    Hours are in base units x hours (GPU-hours, core-hours, byte-hours). ``used_hours`` is the
+    utilization-weighted figure for GPUs and 0 for other resources or when unknown.
+    """
+
+    start: datetime
+    end: datetime
+    team: str
+    cost_center: str
+    namespace: str
+    resource: str
+    flavor: str
+    allocated_hours: Decimal
+    used_hours: Decimal
+    guarantee_hours: Decimal
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Price per billing unit-hour (GPU-, core-, GiB-hour) valid in ``[valid_from, valid_to)``.
+
+    ``flavor=""`` prices every flavor of ``resource`` that has no rate of its own; ``valid_to=None``
+    means open-ended.
+    """
+
+    resource: str
+    flavor: str
+    price_per_unit_hour: Decimal
+    valid_from: datetime
+    valid_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A team's allowance of ``resource`` (billing unit-hours) over ``[start, end)``."""
+
+    team: str
+    resource: str
+    start: datetime
+    end: datetime
+    limit_hours: Decimal
+
+
+# ---------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True)
+class BudgetUse:
+    """How much of one budget a line consumed in the part of the budget period the report covers."""
+
+    resource: str
+    start: datetime
+    end: datetime
+    limit_hours: Decimal
+    used_hours: Decimal
+    used_pct: Decimal
+
+
+@dataclass(frozen=True)
+class Line:
+    """One report line: the group key and its figures.
+
+    Hour figures are ``None`` when the line spans several resources (units would mix);
+    ``used_hours`` and ``idle_hours`` are also ``None`` for non-GPU resources (not measured).
+    ``cost`` is rounded to 0.01; ``exact_cost`` is the unrounded value, kept for reconciliation
+    and never displayed.
+    """
+
+    key: Key
+    unit: str
+    allocated_hours: Decimal | None
+    used_hours: Decimal | None
+    idle_hours: Decimal | None
+    guarantee_hours: Decimal | None
+    unused_guarantee_hours: Decimal | None
+    cost: Decimal
+    budgets: tuple[BudgetUse, ...] = ()
+    unpriced_records: int = 0
+    exact_cost: Fraction = field(default=Fraction(0), repr=False, compare=False)
+
+    @property
+    def budget_used_pct(self) -> Decimal | None:
+        """The highest percentage over the budgets that apply; None when none applies."""
+        return max((use.used_pct for use in self.budgets), default=None)
+
+    def value(self, name: str) -> str:
+        """Return the key value for group field ``name``; "" when the line is not grouped by it."""
+        return dict(self.key).get(name, "")
+
+
+@dataclass(frozen=True)
+class Unpriced:
+    """A stretch ``[start, end)`` of a record that no rate covers, with its allocated hours."""
+
+    record: UsageRecord
+    start: datetime
+    end: datetime
+    allocated_hours: Decimal
+    unit: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """A chargeback report for ``[start, end)``; ``total`` is a line with the empty key."""
+
+    start: datetime
+    end: datetime
+    group_by: tuple[str, ...]
+    lines: tuple[Line, ...]
+    total: Line
+    unpriced: tuple[Unpriced, ...] = ()
+
+
+@dataclass(frozen=True)
+class FrozenStatement:
+    """An issued statement: the report's rows as strings, immutable and JSON-serializable."""
+
+    start: datetime
+    end: datetime
+    group_by: tuple[str, ...]
+    rows: tuple[tuple[tuple[str, str], ...], ...]
+    total_cost: Decimal
+    unpriced_records: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict (ISO datetimes, Decimals as strings)."""
+        return {
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "group_by": list(self.group_by),
+            "rows": [dict(row) for row in self.rows],
+            "total_cost": _fmt(self.total_cost),
+            "unpriced_records": self.unpriced_records,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FrozenStatement:
+        """Rebuild a statement stored with ``to_dict()``; raise ChargebackError if malformed."""
+        try:
+            group_by = _check_group_by(data["group_by"])
+            start = datetime.fromisoformat(data["start"])
+            end = datetime.fromisoformat(data["end"])
+            rows = tuple(tuple((c, str(row[c])) for c in CSV_COLUMNS) for row in data["rows"])
+            return cls(
+                start=start,
+                end=end,
+                group_by=group_by,
+                rows=rows,
+                total_cost=Decimal(data["total_cost"]),
+                unpriced_records=int(data["unpriced_records"]),
+            )
+        except (KeyError, TypeError, ValueError, ArithmeticError) as e:
+            raise ChargebackError(f"malformed frozen statement: {e!r}") from e
+
+
+@dataclass(frozen=True)
+class LineChange:
+    """A line whose figures differ between a frozen statement and a current report.
+
+    ``kind`` is ``added`` (only in the current report), ``removed`` (only in the frozen one) or
+    ``changed``; ``changes`` lists ``(column, frozen value, current value)`` as displayed strings.
+    """
+
+    key: Key
+    kind: str
+    changes: tuple[tuple[str, str, str], ...]
+
+
+# ---------------------------------------------------------------- units
+
+
+def is_byte_resource(resource: str) -> bool:
+    """Return True if ``resource`` is measured in bytes (billed per GiB-hour)."""
+    return resource in _BYTE_RESOURCES or resource.startswith("hugepages-")
+
+
+def is_gpu_resource(resource: str) -> bool:
+    """Return True for GPU devices and MIG slices (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`)."""
+    return resource.endswith("/gpu") or "/mig-" in resource
+
+
+def unit_of(resource: str) -> str:
+    """Return the billing unit of ``resource``: GPU-hour, core-hour, GiB-hour or device-hour."""
+    if resource == "cpu":
+        return "core-hour"
+    if is_byte_resource(resource):
+        return "GiB-hour"
+    if is_gpu_resource(resource):
+        return "GPU-hour"
+    return "device-hour"
+
+
+def _scale(resource: str) -> Fraction:
+    return Fraction(1, BYTES_PER_GIB) if is_byte_resource(resource) else Fraction(1)
+
+
+# ---------------------------------------------------------------- report
+
+
+@dataclass
+class _Figures:
+    """Exact figures (billing units) for one resource within one line."""
+
+    allocated: Fraction = Fraction(0)
+    used: Fraction = Fraction(0)
+    idle: Fraction = Fraction(0)
+    guarantee: Fraction = Fraction(0)
+    unused_guarantee: Fraction = Fraction(0)
+
+
+@dataclass
+class _Acc:
+    """Exact figures for one line."""
+
+    by_resource: dict[str, _Figures] = field(default_factory=lambda: defaultdict(_Figures))
+    cost: Fraction = Fraction(0)
+    unpriced_records: int = 0
+    budget_hours: dict[int, Fraction] = field(default_factory=lambda: defaultdict(Fraction))
+
+
+# Sums of record values are kept as Decimal in this context: additions are exact (Inexact traps
+# rather than rounds), and much cheaper per record than Fraction arithmetic.
+_EXACT = Context(prec=1000, traps=[Inexact, InvalidOperation, Overflow])
+_ZERO = Decimal(0)
+
+# A time weight (overlap, bucket) in microseconds; kept as a pair so grouping costs no gcd.
+_Weight = tuple[int, int]
+
+
+def report(
+    records: Iterable[UsageRecord],
+    rates: Iterable[Rate],
+    *,
+    start: datetime,
+    end: datetime,
+    group_by: Sequence[str],
+    budgets: Iterable[Budget] = (),
+) -> Report:
+    """Build the chargeback report for ``[start, end)`` grouped by ``group_by``.
+
+    Steps:
+      1. Validate the period (tz-aware, ``start < end``), the grouping (a subset of
+         GROUP_FIELDS, no repeats), the rate card (no two rates for the same resource and flavor
+         overlap in time) and each record (tz-aware, non-empty bucket, non-negative hours).
+         Anything wrong raises ChargebackError naming the culprit.
+      2. For each record: clip to the window and split at rate boundaries (module docstring).
+         Its raw values are added, exactly, to sums keyed by line (the record's values for
+         ``group_by``, in that order), resource, time weight and price, so that the costly
+         rational arithmetic runs once per distinct weight instead of once per record.
+      3. Budgets apply to lines grouped by team: for each budget of the line's team (and of the
+         line's resource, when grouped by resource) the line's allocated hours of that resource
+         inside ``[max(start, budget.start), min(end, budget.end))`` are compared to the limit.
+      4. Turn the sums into exact figures per line, and the total as the sum of all lines; emit
+         lines sorted by key values, quantizing only now.
+
+    Invariants: the same inputs in any order give the same report; ``total.cost`` does not depend
+    on ``group_by``; ``total.exact_cost`` equals the sum of the lines' ``exact_cost``.
+    """
+    _check_period(start, end, "report")
+    fields = _check_group_by(group_by)
+    rate_index = _index_rates(rates)
+    budget_list = tuple(budgets)
+    for budget in budget_list:
+        _check_budget(budget)
+    use_budgets = "team" in fields
+    budgets_for: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, budget in enumerate(budget_list):
+        budgets_for[(budget.team, budget.resource)].append(i)
+
+    figure_sums: dict[tuple[Key, str, _Weight], list[Decimal]] = {}
+    cost_sums: dict[tuple[Key, str, _Weight, Decimal], Decimal] = defaultdict(Decimal)
+    budget_sums: dict[tuple[Key, str, int, _Weight], Decimal] = defaultdict(Decimal)
+    unpriced_records: dict[Key, int] = defaultdict(int)
+    unpriced: list[Unpriced] = []
+    with localcontext(_EXACT):
+        for record in records:
+            _check_record(record)
+            a, b = max(record.start, start), min(record.end, end)
+            if a >= b:
+                continue
+            bucket = _micros(record.end - record.start)
+            resource = record.resource
+            key = tuple((name, getattr(record, name)) for name in fields)
+
+            sums = figure_sums.setdefault((key, resource, (_micros(b - a), bucket)), [_ZERO] * 5)
+            for i, value in enumerate(_record_values(record)):
+                sums[i] += value
+
+            priced_in_full = True
+            for p, q, rate in _price_pieces(record, a, b, rate_index):
+                weight = (_micros(q - p), bucket)
+                if rate is None:
+                    priced_in_full = False
+                    hours = Fraction(record.allocated_hours) * _scale(resource) * Fraction(*weight)
+                    unpriced.append(Unpriced(record, p, q, _hours(hours), unit_of(resource)))
+                else:
+                    cost_sums[(key, resource, weight, rate.price_per_unit_hour)] += (
+                        record.allocated_hours
+                    )
+            if not priced_in_full:
+                unpriced_records[key] += 1
+
+            for i in budgets_for.get((record.team, resource), ()) if use_budgets else ():
+                p, q = max(a, budget_list[i].start), min(b, budget_list[i].end)
+                if p < q:
+                    budget_sums[(key, resource, i, (_micros(q - p), bucket))] += (
+                        record.allocated_hours
+                    )
+
+    accs: dict[Key, _Acc] = defaultdict(_Acc)
+    for (key, resource, weight), sums in figure_sums.items():
+        factor = _scale(resource) * Fraction(*weight)
+        fig = accs[key].by_resource[resource]
+        fig.allocated += Fraction(sums[0]) * factor
+        fig.used += Fraction(sums[1]) * factor
+        fig.idle += Fraction(sums[2]) * factor
+        fig.guarantee += Fraction(sums[3]) * factor
+        fig.unused_guarantee += Fraction(sums[4]) * factor
+    for (key, resource, weight, price), amount in cost_sums.items():
+        accs[key].cost += Fraction(amount) * _scale(resource) * Fraction(*weight) * Fraction(price)
+    for (key, resource, i, weight), amount in budget_sums.items():
+        accs[key].budget_hours[i] += Fraction(amount) * _scale(resource) * Fraction(*weight)
+    for key, count in unpriced_records.items():
+        accs[key].unpriced_records = count
+
+    total = _Acc()
+    for acc in accs.values():
+        for resource, fig in acc.by_resource.items():
+            _add(total.by_resource[resource], fig)
+        total.cost += acc.cost
+        total.unpriced_records += acc.unpriced_records
+
+    def applicable(key: Key) -> list[int]:
+        if not use_budgets:
+            return []
+        values = dict(key)
+        return [
+            i
+            for i, budget in enumerate(budget_list)
+            if budget.team == values["team"]
+            and values.get("resource", budget.resource) == budget.resource
+            and budget.start < end
+            and start < budget.end
+        ]
+
+    lines = tuple(
+        _emit(key, acc, [(budget_list[i], acc.budget_hours[i]) for i in applicable(key)])
+        for key, acc in sorted(accs.items(), key=lambda item: _key_values(item[0]))
+    )
+    unpriced.sort(key=lambda u: (u.start, u.end, _record_key(u.record)))
+    return Report(
+        start=start,
+        end=end,
+        group_by=fields,
+        lines=lines,
+        total=_emit((), total, []),
+        unpriced=tuple(unpriced),
+    )
+
+
+def _record_values(record: UsageRecord) -> tuple[Decimal, Decimal, Decimal, Decimal, Decimal]:
+    """Return (allocated, used, idle, guarantee, unused guarantee) of one whole bucket.
+
+    Raw record units (before clipping and the GiB conversion). Idle and unused guarantee are
+    floored at zero here, per bucket; used and idle are zero for non-GPU resources.
+    """
+    allocated, guarantee = record.allocated_hours, record.guarantee_hours
+    unused_guarantee = guarantee - allocated if guarantee > allocated else _ZERO
+    if not is_gpu_resource(record.resource):
+        return allocated, _ZERO, _ZERO, guarantee, unused_guarantee
+    used = record.used_hours
+    idle = allocated - used if allocated > used else _ZERO
+    return allocated, used, idle, guarantee, unused_guarantee
+
+
+def _add(into: _Figures, figures: _Figures) -> None:
+    into.allocated += figures.allocated
+    into.used += figures.used
+    into.idle += figures.idle
+    into.guarantee += figures.guarantee
+    into.unused_guarantee += figures.unused_guarantee
+
+
+def _emit(key: Key, acc: _Acc, budgets: list[tuple[Budget, Fraction]]) -> Line:
+    """Quantize one accumulated line; hours only when it covers a single resource."""
+    uses = tuple(
+        BudgetUse(
+            resource=budget.resource,
+            start=budget.start,
+            end=budget.end,
+            limit_hours=budget.limit_hours,
+            used_hours=_hours(hours),
+            used_pct=_round(hours * 100 / Fraction(budget.limit_hours), PCT_PLACES),
+        )
+        for budget, hours in budgets
+    )
+    # One resource: hours add up. Several: units would mix, so only cost is meaningful.
+    single = next(iter(acc.by_resource.items())) if len(acc.by_resource) == 1 else None
+    resource, fig = single if single else ("", None)
+    gpu = fig is not None and is_gpu_resource(resource)
+    return Line(
+        key=key,
+        unit=unit_of(resource) if fig else "",
+        allocated_hours=_hours(fig.allocated) if fig else None,
+        used_hours=_hours(fig.used) if fig and gpu else None,
+        idle_hours=_hours(fig.idle) if fig and gpu else None,
+        guarantee_hours=_hours(fig.guarantee) if fig else None,
+        unused_guarantee_hours=_hours(fig.unused_guarantee) if fig else None,
+        cost=_round(acc.cost, CENT),
+        budgets=uses,
+        unpriced_records=acc.unpriced_records,
+        exact_cost=acc.cost,
+    )
+
+
+# ---------------------------------------------------------------- rates
+
+
+_RateIndex = dict[tuple[str, str], list[Rate]]
+
+
+def _index_rates(rates: Iterable[Rate]) -> _RateIndex:
+    """Group rates by (resource, flavor), sorted by ``valid_from``; reject overlaps.
+
+    Two rates for the same resource and flavor that are valid at the same instant would make the
+    price ambiguous, so that raises ChargebackError naming both.
+    """
+    index: _RateIndex = defaultdict(list)
+    for rate in rates:
+        _check_aware(rate.valid_from, "rate valid_from")
+        if rate.valid_to is not None:
+            _check_aware(rate.valid_to, "rate valid_to")
+            if rate.valid_to <= rate.valid_from:
+                raise ChargebackError(f"rate valid_to must be after valid_from: {rate!r}")
+        price = rate.price_per_unit_hour
+        if not isinstance(price, Decimal) or not price.is_finite() or price < 0:
+            raise ChargebackError(f"rate price must be a finite, non-negative Decimal: {rate!r}")
+        index[(rate.resource, rate.flavor)].append(rate)
+    for group in index.values():
+        group.sort(key=lambda r: r.valid_from)
+        for before, after in pairwise(group):
+            if before.valid_to is None or before.valid_to > after.valid_from:
+                raise ChargebackError(f"overlapping rates: {before!r} and {after!r}")
+    return dict(index)
+
+
+def _valid_at(rates: list[Rate], t: datetime) -> Rate | None:
+    for rate in rates:
+        if rate.valid_from <= t and (rate.valid_to is None or t < rate.valid_to):
+            return rate
+    return None
+
+
+def _price_pieces(
+    record: UsageRecord, a: datetime, b: datetime, index: _RateIndex
+) -> list[tuple[datetime, datetime, Rate | None]]:
+    """Cut ``[a, b)`` at every rate boundary inside it and price each piece.
+
+    Within a piece no rate starts or ends, so the rate valid at the piece's start is valid on all
+    of it: the exact-flavor rate if any, else the generic one, else None (unpriced). Adjacent
+    pieces with the same rate are merged.
+    """
+    exact = index.get((record.resource, record.flavor), []) if record.flavor else []
+    generic = index.get((record.resource, ""), [])
+    cuts = {a, b}
+    for rate in (*exact, *generic):
+        for t in (rate.valid_from, rate.valid_to):
+            if t is not None and a < t < b:
+                cuts.add(t)
+    points = sorted(cuts)
+    pieces: list[tuple[datetime, datetime, Rate | None]] = []
+    for p, q in pairwise(points):
+        rate = _valid_at(exact, p) or _valid_at(generic, p)
+        if pieces and pieces[-1][2] is rate:
+            pieces[-1] = (pieces[-1][0], q, rate)
+        else:
+            pieces.append((p, q, rate))
+    return pieces
+
+
+# ---------------------------------------------------------------- rows, freezing, diffs
+
+
+def to_rows(report: Report) -> list[dict[str, str]]:
+    """Return one flat dict per line, keyed by CSV_COLUMNS, every value a string.
+
+    The same strings feed JSON and CSV so both always agree: Decimals in fixed-point notation
+    (cost and percentages with 2 places, hours with 4), ``None`` as "", counts as integers.
+    """
+    rows = []
+    for line in report.lines:
+        row = {name: line.value(name) for name in GROUP_FIELDS}
+        row.update(
+            unit=line.unit,
+            allocated_hours=_fmt(line.allocated_hours),
+            used_hours=_fmt(line.used_hours),
+            idle_hours=_fmt(line.idle_hours),
+            guarantee_hours=_fmt(line.guarantee_hours),
+            unused_guarantee_hours=_fmt(line.unused_guarantee_hours),
+            cost=_fmt(line.cost),
+            budget_used_pct=_fmt(line.budget_used_pct),
+            unpriced_records=str(line.unpriced_records),
+        )
+        rows.append({name: row[name] for name in CSV_COLUMNS})
+    return rows
+
+
+def freeze(report: Report) -> FrozenStatement:
+    """Capture ``report`` as an immutable statement of displayed strings plus its totals."""
+    return FrozenStatement(
+        start=report.start,
+        end=report.end,
+        group_by=report.group_by,
+        rows=tuple(tuple(row.items()) for row in to_rows(report)),
+        total_cost=report.total.cost,
+        unpriced_records=report.total.unpriced_records,
+    )
+
+
+def diff_reports(frozen: FrozenStatement, current: Report | FrozenStatement) -> list[LineChange]:
+    """Name the lines whose displayed figures changed since ``frozen`` was issued.
+
+    Used to surface late samples: re-run the report for the frozen period and diff. Lines are
+    matched by group key; figures are compared as displayed strings, so changes smaller than the
+    display precision are not reported. Returns changes sorted by key. Raises ChargebackError if
+    the two cover different periods or groupings.
+    """
+    now = current if isinstance(current, FrozenStatement) else freeze(current)
+    if (frozen.start, frozen.end, frozen.group_by) != (now.start, now.end, now.group_by):
+        raise ChargebackError(
+            "cannot diff statements of different periods or groupings: "
+            f"[{frozen.start}, {frozen.end}) by {frozen.group_by} vs "
+            f"[{now.start}, {now.end}) by {now.group_by}"
+        )
+
+    def by_key(statement: FrozenStatement) -> dict[Key, dict[str, str]]:
+        out = {}
+        for pairs in statement.rows:
+            row = dict(pairs)
+            out[tuple((name, row[name]) for name in statement.group_by)] = row
+        return out
+
+    before, after = by_key(frozen), by_key(now)
+    changes = []
+    for key in sorted(before.keys() | after.keys(), key=_key_values):
+        old, new = before.get(key), after.get(key)
+        columns = tuple(
+            (name, (old or {}).get(name, ""), (new or {}).get(name, ""))
+            for name in FIGURE_COLUMNS
+            if (old or {}).get(name, "") != (new or {}).get(name, "")
+        )
+        if old is None:
+            changes.append(LineChange(key, "added", columns))
+        elif new is None:
+            changes.append(LineChange(key, "removed", columns))
+        elif columns:
+            changes.append(LineChange(key, "changed", columns))
+    return changes
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:
+    # A bare string is a Sequence[str] too; "team" would otherwise become ("t", "e", "a", "m").
+    if isinstance(group_by, str):
+        raise ChargebackError(
+            f"group_by must be a sequence of field names, not the string {group_by!r}"
+        )
+    fields = tuple(group_by)
+    for name in fields:
+        if name not in GROUP_FIELDS:
+            raise ChargebackError(
+                f"invalid group_by field {name!r}; allowed: {', '.join(GROUP_FIELDS)}"
+            )
+    if len(set(fields)) != len(fields):
+        raise ChargebackError(f"group_by repeats a field: {fields!r}")
+    return fields
+
+
+def _check_aware(t: datetime, what: str) -> None:
+    if not isinstance(t, datetime) or t.utcoffset() is None:
+        raise ChargebackError(f"{what} must be a timezone-aware datetime, got {t!r}")
+
+
+def _check_period(start: datetime, end: datetime, what: str) -> None:
+    _check_aware(start, f"{what} start")
+    _check_aware(end, f"{what} end")
+    if end <= start:
+        raise ChargebackError(f"{what} end must be after start: [{start}, {end})")
+
+
+def _check_record(record: UsageRecord) -> None:
+    _check_period(record.start, record.end, "usage record")
+    for name in ("allocated_hours", "used_hours", "guarantee_hours"):
+        value = getattr(record, name)
+        if not isinstance(value, Decimal) or not value.is_finite() or value < 0:
+            raise ChargebackError(f"{name} must be a finite, non-negative Decimal: {record!r}")
+
+
+def _check_budget(budget: Budget) -> None:
+    _check_period(budget.start, budget.end, "budget")
+    limit = budget.limit_hours
+    if not isinstance(limit, Decimal) or not limit.is_finite() or limit <= 0:
+        raise ChargebackError(f"budget limit must be a positive Decimal: {budget!r}")
+
+
+def _key_values(key: Key) -> tuple[str, ...]:
+    return tuple(value for _, value in key)
+
+
+def _record_key(record: UsageRecord) -> tuple[Any, ...]:
+    # Every field, so that distinct records never tie and input order never shows through.
+    return (
+        record.team,
+        record.namespace,
+        record.resource,
+        record.flavor,
+        record.cost_center,
+        record.start,
+        record.end,
+        record.allocated_hours,
+        record.used_hours,
+        record.guarantee_hours,
+    )
+
+
+def _micros(delta: timedelta) -> int:
+    return delta // _MICROSECOND
+
+
+def _round(value: Fraction, places: Decimal) -> Decimal:
+    """Round an exact value to ``places`` (a power of ten) with ROUND_HALF_EVEN."""
+    exponent = places.as_tuple().exponent
+    assert isinstance(exponent, int)
+    # round() on a Fraction rounds half to even: exactly decimal.ROUND_HALF_EVEN, with no
+    # intermediate Decimal context that could round first.
+    return Decimal(round(value * Fraction(10) ** -exponent)).scaleb(exponent)
+
+
+def _hours(value: Fraction) -> Decimal:
+    return _round(value, HOUR_PLACES)
+
+
+def _fmt(value: Decimal | None) -> str:
+    return "" if value is None else format(value, "f")

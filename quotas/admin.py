@@ -1,0 +1,137 @@
+"""Django admin for superuser repair work (not the product UI): site admins only, and every
+queryset goes through ``visible_to`` like the rest of the app."""
+
+from django.contrib import admin
+
+from quotas.models import (
+    AuditEvent,
+    Budget,
+    LimitPolicy,
+    Membership,
+    Namespace,
+    PriorityTier,
+    QuotaRequest,
+    QuotaRequestLine,
+    Team,
+    TeamQuota,
+)
+from quotas.querysets import is_site_admin
+
+
+class SiteAdminOnly:
+    """Only site admins (superusers or the admins group) may use the admin at all."""
+
+    def has_module_permission(self, request):
+        return is_site_admin(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        return is_site_admin(request.user)
+
+    def has_add_permission(self, request, *args):
+        return is_site_admin(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return is_site_admin(request.user)
+
+    def has_delete_permission(self, request, obj=None):
+        return is_site_admin(request.user)
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        return qs.visible_to(request.user) if hasattr(qs, "visible_to") else qs
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+class TeamQuotaInline(admin.TabularInline):
+    model = TeamQuota
+    extra = 0
+
+
+@admin.register(Team)
+class TeamAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = [
+        "slug",
+        "name",
+        "parent",
+        "weight",
+        "tier",
+        "cost_center",
+        "reclaimable",
+        "active",
+    ]
+    list_filter = ["active", "tier", "reclaimable"]
+    search_fields = ["slug", "name", "cost_center"]
+    inlines = [MembershipInline, TeamQuotaInline]
+
+
+@admin.register(PriorityTier)
+class PriorityTierAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["name", "value", "preemption_policy", "reclaimable"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["user", "team", "role"]
+    list_filter = ["role"]
+    search_fields = ["user__username", "team__slug"]
+
+
+@admin.register(Namespace)
+class NamespaceAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["name", "team", "managed", "share", "volcano_jobs"]
+    list_filter = ["managed"]
+    search_fields = ["name", "team__slug"]
+
+
+@admin.register(TeamQuota)
+class TeamQuotaAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["team", "resource", "guarantee_display", "limit_display"]
+    search_fields = ["team__slug", "resource"]
+
+
+@admin.register(LimitPolicy)
+class LimitPolicyAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = [
+        "team",
+        "namespace",
+        "resource",
+        "default_request",
+        "default_limit",
+        "max_per_container",
+        "enforce_quota_limit",
+    ]
+
+
+class QuotaRequestLineInline(admin.TabularInline):
+    model = QuotaRequestLine
+    extra = 0
+
+
+@admin.register(QuotaRequest)
+class QuotaRequestAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["id", "team", "requester", "status", "window_start", "window_end", "created"]
+    list_filter = ["status"]
+    inlines = [QuotaRequestLineInline]
+
+
+@admin.register(Budget)
+class BudgetAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["team", "resource", "monthly_hours"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["created", "actor_name", "verb", "object_type", "object_repr", "team"]
+    list_filter = ["verb", "object_type"]
+    readonly_fields = [f.name for f in AuditEvent._meta.fields]
+
+    def has_add_permission(self, request, *args):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

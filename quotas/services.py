@@ -1,0 +1,611 @@
+"""Quota request lifecycle and direct quota changes: each function is one transaction and writes
+an AuditEvent.
+
+Lifecycle: pending → approved | rejected | withdrawn. A permanent approval applies at once
+(status approved). A temporary one (with a window) is approved → active when its window opens →
+expired when it closes; if the window is already open at approval it goes straight to active.
+
+Capacity rule (DESIGN.md): per resource, Σ guarantees ≤ schedulable capacity × (1 − reserve).
+The sum is hierarchical: a department counts max(own guarantee, Σ of its children's), and only
+root teams are added up, so a department's guarantee already covers its children. Approved
+temporary grants whose window has not opened yet are counted as reserved. The check runs under a
+cluster-wide lock (``capacity_lock``) inside the approving transaction, so two admins approving
+at once can never over-commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.utils import timezone
+
+from monitoring.models import CapacitySnapshot
+from quotas.choices import AuditVerb, QuotaRequestStatus
+from quotas.exceptions import InvalidTransition, PermissionDenied, QuotaExceeded
+from quotas.models import AuditEvent, QuotaRequest, QuotaRequestLine, Team, TeamQuota
+from quotas.quantities import format_quantity, parse_quantity
+from quotas.querysets import is_site_admin
+from quotas.signals import quota_changed
+
+logger = logging.getLogger(__name__)
+
+_LOCK_KEY = 0x0FA1_25A5  # advisory lock id for "guarantees of the whole cluster"
+
+
+@dataclass(frozen=True)
+class LineInput:
+    resource: str
+    guarantee: Decimal | str | int
+    limit: Decimal | str | int | None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def capacity_lock() -> None:
+    """Serialize capacity checks across transactions (call inside ``transaction.atomic``).
+
+    PostgreSQL: a transaction-scoped advisory lock. SQLite: writes are already serialized
+    (settings use BEGIN IMMEDIATE). Other backends: lock the newest capacity row.
+    """
+    vendor = connection.vendor
+    if vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
+    elif vendor != "sqlite":
+        list(CapacitySnapshot.objects.select_for_update().order_by("-taken_at")[:1])
+
+
+def audit(
+    *,
+    actor,
+    verb: str,
+    obj,
+    team: Team | None,
+    before=None,
+    after=None,
+    note: str = "",
+) -> AuditEvent:
+    return AuditEvent.objects.create(
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        actor_name=getattr(actor, "username", "") or "system",
+        verb=verb,
+        object_type=obj._meta.label if hasattr(obj, "_meta") else type(obj).__name__,
+        object_id=str(getattr(obj, "pk", "") or ""),
+        object_repr=str(obj)[:200],
+        team=team,
+        before=before,
+        after=after,
+        note=note,
+    )
+
+
+def _q(value: Decimal | None, resource: str) -> str | None:
+    return None if value is None else format_quantity(value, resource)
+
+
+def quota_state(team: Team) -> dict[str, dict[str, str | None]]:
+    """The team's quotas as JSON-ready {resource: {guarantee, limit}} (audit before/after)."""
+    return {
+        q.resource: {"guarantee": _q(q.guarantee, q.resource), "limit": _q(q.limit, q.resource)}
+        for q in team.quotas.all()
+    }
+
+
+def _notify_quota_changed(team_ids: Iterable[int], reason: str) -> None:
+    ids = sorted(set(team_ids))
+    transaction.on_commit(
+        lambda: quota_changed.send(sender=QuotaRequest, team_ids=ids, reason=reason)
+    )
+
+
+def usable_capacity(capacity: Mapping[str, Decimal] | None = None) -> dict[str, Decimal]:
+    """Schedulable capacity × (1 − reserve), per resource, from the latest capacity record."""
+    amounts = CapacitySnapshot.latest_amounts() if capacity is None else capacity
+    keep = Decimal(1) - settings.FAIRSHARE_CAPACITY_RESERVE
+    result = {}
+    for resource, amount in amounts.items():
+        usable = amount * keep
+        # Whole devices: a 10 % reserve of 1,000 GPUs leaves 900, of 7 leaves 6.
+        if "/" in resource:
+            usable = usable.to_integral_value(rounding="ROUND_FLOOR")
+        result[resource] = usable
+    return result
+
+
+def committed_guarantees(
+    overrides: Mapping[tuple[int, str], Decimal] | None = None,
+    *,
+    now: datetime | None = None,
+    exclude_request: int | None = None,
+) -> dict[str, Decimal]:
+    """Σ guarantees per resource over the hierarchy, with ``overrides`` {(team_id, resource): g}.
+
+    Counts active teams only, adds approved temporary grants not yet active (reserved), and
+    folds departments as max(own, Σ children).
+    """
+    now = now or timezone.now()
+    teams = dict(Team.objects.filter(active=True).values_list("id", "parent_id"))
+    own: dict[tuple[int, str], Decimal] = {}
+    for team_id, resource, guarantee in TeamQuota.objects.filter(team__active=True).values_list(
+        "team_id", "resource", "guarantee"
+    ):
+        own[(team_id, resource)] = guarantee
+    scheduled = QuotaRequestLine.objects.filter(
+        request__status=QuotaRequestStatus.APPROVED,
+        request__window_start__gt=now,
+        request__team__active=True,
+    ).exclude(request_id=exclude_request)
+    for team_id, resource, approved in scheduled.values_list(
+        "request__team_id", "resource", "approved_guarantee"
+    ):
+        current = own.get((team_id, resource), Decimal(0))
+        if approved is not None and approved > current:
+            own[(team_id, resource)] = approved
+    for key, value in (overrides or {}).items():
+        own[key] = value
+
+    children: dict[int | None, list[int]] = defaultdict(list)
+    for team_id, parent_id in teams.items():
+        children[parent_id if parent_id in teams else None].append(team_id)
+    resources = {resource for _, resource in own}
+
+    def effective(team_id: int, resource: str, depth: int = 0) -> Decimal:
+        mine = own.get((team_id, resource), Decimal(0))
+        if depth > 8:
+            return mine
+        below = sum(
+            (effective(child, resource, depth + 1) for child in children.get(team_id, ())),
+            Decimal(0),
+        )
+        return max(mine, below)
+
+    return {
+        resource: sum((effective(root, resource) for root in children[None]), Decimal(0))
+        for resource in sorted(resources)
+    }
+
+
+def check_capacity(
+    overrides: Mapping[tuple[int, str], Decimal],
+    *,
+    now: datetime | None = None,
+    exclude_request: int | None = None,
+) -> None:
+    """Raise QuotaExceeded if the guarantees with ``overrides`` exceed usable capacity.
+
+    Only resources whose guarantee grows are checked: lowering or keeping a guarantee is always
+    allowed, even on a cluster that shrank.
+    """
+    grown = {
+        resource
+        for (team_id, resource), value in overrides.items()
+        if value
+        > (
+            TeamQuota.objects.filter(team_id=team_id, resource=resource)
+            .values_list("guarantee", flat=True)
+            .first()
+            or Decimal(0)
+        )
+    }
+    if not grown:
+        return
+    totals = committed_guarantees(overrides, now=now, exclude_request=exclude_request)
+    usable = usable_capacity()
+    reserve_pct = settings.FAIRSHARE_CAPACITY_RESERVE * 100
+    for resource in sorted(grown):
+        total = totals.get(resource, Decimal(0))
+        available = usable.get(resource, Decimal(0))
+        if total > available:
+            raise QuotaExceeded(
+                f"Guarantees for {resource} would total {format_quantity(total, resource)}, "
+                f"over the {format_quantity(available, resource)} schedulable "
+                f"(capacity less the {reserve_pct:g} % reserve).",
+                resource=resource,
+                requested=format_quantity(total, resource),
+                available=format_quantity(available, resource),
+            )
+
+
+def _parse_lines(lines: Iterable[LineInput | Mapping]) -> list[LineInput]:
+    parsed: list[LineInput] = []
+    errors: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for index, raw in enumerate(lines):
+        line = raw if isinstance(raw, LineInput) else LineInput(**raw)
+        prefix = f"lines[{index}]"
+        try:
+            from quotas.quantities import validate_resource_name
+
+            validate_resource_name(line.resource)
+        except ValidationError as e:
+            errors[f"{prefix}.resource"] = e.messages
+            continue
+        if line.resource in seen:
+            errors[f"{prefix}.resource"] = [f"{line.resource} appears more than once."]
+            continue
+        seen.add(line.resource)
+        try:
+            guarantee = parse_quantity(line.guarantee, field="guarantee")
+            if line.limit is None or line.limit == "":
+                raise ValidationError({"limit": "A new limit is required."})
+            limit = parse_quantity(line.limit, field="limit")
+        except ValidationError as e:
+            for field, messages in e.message_dict.items():
+                errors[f"{prefix}.{field}"] = messages
+            continue
+        parsed.append(LineInput(line.resource, guarantee, limit))
+    if not parsed and not errors:
+        errors["lines"] = ["A request needs at least one resource."]
+    if errors:
+        raise ValidationError(errors)
+    return parsed
+
+
+# --------------------------------------------------------------------------- services
+
+
+def submit_request(
+    *,
+    team: Team,
+    requester,
+    lines: Iterable[LineInput | Mapping],
+    justification: str,
+    window_start: datetime | None = None,
+    window_end: datetime | None = None,
+    now: datetime | None = None,
+) -> QuotaRequest:
+    """Create a pending request. Only leads of the team (or its department) and admins may.
+
+    Raises PermissionDenied, or ValidationError keyed by field (``lines[0].limit``,
+    ``window_end``, ``justification``) with nothing saved.
+    """
+    now = now or timezone.now()
+    if not Team.objects.led_by(requester).filter(pk=team.pk).exists():
+        raise PermissionDenied("Only the team's leads and site admins may request quota.")
+    if not team.active:
+        raise ValidationError({"team": "This team is inactive."})
+    parsed = _parse_lines(lines)
+    if window_end is not None and window_start is None:
+        window_start = now
+    if window_end is not None and window_end <= now:
+        raise ValidationError({"window_end": "The window must end in the future."})
+    current = {q.resource: q for q in team.quotas.all()}
+    if all(
+        line.resource in current
+        and current[line.resource].guarantee == line.guarantee
+        and current[line.resource].limit == line.limit
+        for line in parsed
+    ):
+        raise ValidationError({"lines": "The requested amounts equal the current quota."})
+
+    with transaction.atomic():
+        request = QuotaRequest(
+            team=team,
+            requester=requester,
+            justification=(justification or "").strip(),
+            window_start=window_start,
+            window_end=window_end,
+        )
+        request.full_clean()
+        request.save()
+        for line in parsed:
+            existing = current.get(line.resource)
+            row = QuotaRequestLine(
+                request=request,
+                resource=line.resource,
+                guarantee=line.guarantee,
+                limit=line.limit,
+                previous_guarantee=existing.guarantee if existing else Decimal(0),
+                previous_limit=existing.limit if existing else None,
+            )
+            row.full_clean(exclude=["request"])
+            row.save()
+        audit(
+            actor=requester,
+            verb=AuditVerb.SUBMIT,
+            obj=request,
+            team=team,
+            after=request_state(request),
+            note=request.justification[:500],
+        )
+    return request
+
+
+def request_state(request: QuotaRequest) -> dict:
+    return {
+        "status": request.status,
+        "window_start": request.window_start.isoformat() if request.window_start else None,
+        "window_end": request.window_end.isoformat() if request.window_end else None,
+        "lines": {
+            line.resource: {
+                "guarantee": _q(line.guarantee, line.resource),
+                "limit": _q(line.limit, line.resource),
+                "approved_guarantee": _q(line.approved_guarantee, line.resource),
+                "approved_limit": _q(line.approved_limit, line.resource),
+            }
+            for line in request.lines.all()
+        },
+    }
+
+
+def _lock_request(request_id: int) -> QuotaRequest:
+    try:
+        return QuotaRequest.objects.select_for_update().select_related("team").get(pk=request_id)
+    except QuotaRequest.DoesNotExist:
+        raise InvalidTransition(f"Quota request {request_id} does not exist.") from None
+
+
+def _apply_lines(request: QuotaRequest, *, now: datetime) -> None:
+    """Raise the team's quotas to the approved amounts and remember the deltas."""
+    team = request.team
+    overrides = {(team.pk, line.resource): line.approved_guarantee for line in request.lines.all()}
+    check_capacity(overrides, now=now, exclude_request=request.pk)
+    for line in request.lines.all():
+        quota, _ = TeamQuota.objects.select_for_update().get_or_create(
+            team=team, resource=line.resource, defaults={"guarantee": Decimal(0), "limit": None}
+        )
+        line.applied_guarantee_delta = line.approved_guarantee - quota.guarantee
+        line.applied_limit_delta = (
+            None if quota.limit is None else line.approved_limit - quota.limit
+        )
+        line.previous_guarantee, line.previous_limit = quota.guarantee, quota.limit
+        quota.guarantee, quota.limit = line.approved_guarantee, line.approved_limit
+        quota.full_clean()
+        quota.save()
+        line.save()
+
+
+def approve_request(
+    request_id: int,
+    *,
+    approver,
+    note: str = "",
+    adjustments: Mapping[str, tuple[Decimal | str, Decimal | str]] | None = None,
+    preview: dict | None = None,
+    now: datetime | None = None,
+) -> QuotaRequest:
+    """Approve a pending request, optionally with adjusted amounts {resource: (g, l)}.
+
+    Raises PermissionDenied (not an admin), InvalidTransition (not pending: approving twice
+    approves once), QuotaExceeded (over capacity; nothing changes), ValidationError (bad
+    adjustment). Notifies ``quota_changed`` after commit.
+    """
+    now = now or timezone.now()
+    if not is_site_admin(approver):
+        raise PermissionDenied("Only site admins may approve quota requests.")
+    with transaction.atomic():
+        capacity_lock()
+        request = _lock_request(request_id)
+        if request.status != QuotaRequestStatus.PENDING:
+            raise InvalidTransition(f"Request #{request.pk} is {request.status}, not pending.")
+        if request.window_end is not None and request.window_end <= now:
+            raise InvalidTransition(f"Request #{request.pk}'s window has already ended.")
+        before = quota_state(request.team)
+        lines = list(request.lines.all())
+        adjustments = dict(adjustments or {})
+        unknown = set(adjustments) - {line.resource for line in lines}
+        if unknown:
+            raise ValidationError(
+                {"adjustments": f"Not in the request: {', '.join(sorted(unknown))}."}
+            )
+        for line in lines:
+            guarantee, limit = line.guarantee, line.limit
+            if line.resource in adjustments:
+                g, lim = adjustments[line.resource]
+                guarantee = parse_quantity(g, field=f"{line.resource}.guarantee")
+                limit = parse_quantity(lim, field=f"{line.resource}.limit")
+            line.approved_guarantee, line.approved_limit = guarantee, limit
+            line.full_clean(exclude=["request"])
+            line.save()
+        request.decided_by = approver
+        request.decided_at = now
+        request.decision_note = note
+        request.preview = preview or {}
+        if request.window_start is not None and request.window_start > now:
+            request.status = QuotaRequestStatus.APPROVED
+            overrides = {}
+            current = {q.resource: q.guarantee for q in request.team.quotas.all()}
+            for line in lines:
+                overrides[(request.team_id, line.resource)] = max(
+                    line.approved_guarantee, current.get(line.resource, Decimal(0))
+                )
+            check_capacity(overrides, now=now, exclude_request=request.pk)
+        else:
+            _apply_lines(request, now=now)
+            request.status = (
+                QuotaRequestStatus.ACTIVE if request.is_temporary else QuotaRequestStatus.APPROVED
+            )
+            request.activated_at = now
+        request.save()
+        audit(
+            actor=approver,
+            verb=AuditVerb.APPROVE,
+            obj=request,
+            team=request.team,
+            before=before,
+            after=quota_state(request.team) | {"request": request_state(request)},
+            note=note,
+        )
+        _notify_quota_changed([request.team_id], "approve")
+    return request
+
+
+def reject_request(request_id: int, *, approver, note: str, now: datetime | None = None):
+    """Reject a pending request; a reason is required.
+
+    Raises PermissionDenied, InvalidTransition, ValidationError (no reason).
+    """
+    now = now or timezone.now()
+    if not is_site_admin(approver):
+        raise PermissionDenied("Only site admins may reject quota requests.")
+    if not (note or "").strip():
+        raise ValidationError({"note": "Give the team a reason for the rejection."})
+    with transaction.atomic():
+        request = _lock_request(request_id)
+        if request.status != QuotaRequestStatus.PENDING:
+            raise InvalidTransition(f"Request #{request.pk} is {request.status}, not pending.")
+        request.status = QuotaRequestStatus.REJECTED
+        request.decided_by, request.decided_at, request.decision_note = approver, now, note.strip()
+        request.save()
+        audit(actor=approver, verb=AuditVerb.REJECT, obj=request, team=request.team, note=note)
+    return request
+
+
+def withdraw_request(request_id: int, *, actor, now: datetime | None = None) -> QuotaRequest:
+    """Withdraw a pending request: its requester, a lead of the team, or an admin may."""
+    with transaction.atomic():
+        request = _lock_request(request_id)
+        allowed = (
+            request.requester_id == actor.pk
+            or Team.objects.led_by(actor).filter(pk=request.team_id).exists()
+        )
+        if not allowed:
+            raise PermissionDenied("Only the requester, the team's leads or admins may withdraw.")
+        if request.status != QuotaRequestStatus.PENDING:
+            raise InvalidTransition(f"Request #{request.pk} is {request.status}, not pending.")
+        request.status = QuotaRequestStatus.WITHDRAWN
+        request.decided_at = now or timezone.now()
+        request.save()
+        audit(actor=actor, verb=AuditVerb.WITHDRAW, obj=request, team=request.team)
+    return request
+
+
+@dataclass(frozen=True)
+class ExpiryResult:
+    activated: list[int]
+    expired: list[int]
+    failed: dict[int, str]
+
+
+def expire_temporary_quota(*, now: datetime | None = None) -> ExpiryResult:
+    """Open and close the windows of temporary grants.
+
+    1. Approved requests whose window has opened are applied (capacity re-checked) → active.
+    2. Active requests whose window has closed are reverted by their recorded deltas → expired.
+       A revert composes with changes made meanwhile: it subtracts what the grant added,
+       never below zero, and keeps guarantee ≤ limit.
+    Each request is its own transaction, so one failure doesn't block the others; a failure is
+    logged and retried on the next run. Idempotent.
+    """
+    now = now or timezone.now()
+    activated, expired, failed = [], [], {}
+    due = QuotaRequest.objects.filter(
+        status=QuotaRequestStatus.APPROVED, window_start__lte=now, window_end__gt=now
+    ).values_list("pk", flat=True)
+    for pk in list(due):
+        try:
+            with transaction.atomic():
+                capacity_lock()
+                request = _lock_request(pk)
+                if request.status != QuotaRequestStatus.APPROVED:
+                    continue
+                before = quota_state(request.team)
+                _apply_lines(request, now=now)
+                request.status, request.activated_at = QuotaRequestStatus.ACTIVE, now
+                request.save()
+                audit(
+                    actor=None,
+                    verb=AuditVerb.ACTIVATE,
+                    obj=request,
+                    team=request.team,
+                    before=before,
+                    after=quota_state(request.team),
+                )
+                _notify_quota_changed([request.team_id], "activate")
+            activated.append(pk)
+        except QuotaExceeded as e:
+            logger.warning("Temporary grant #%s cannot start yet: %s", pk, e)
+            failed[pk] = str(e)
+    ended = QuotaRequest.objects.filter(
+        status__in=[QuotaRequestStatus.ACTIVE, QuotaRequestStatus.APPROVED],
+        window_end__lte=now,
+    ).values_list("pk", flat=True)
+    for pk in list(ended):
+        with transaction.atomic():
+            request = _lock_request(pk)
+            if request.window_end is None or request.window_end > now:
+                continue
+            before = quota_state(request.team)
+            if request.status == QuotaRequestStatus.ACTIVE:
+                _revert_lines(request)
+            elif request.status != QuotaRequestStatus.APPROVED:
+                continue
+            request.status, request.expired_at = QuotaRequestStatus.EXPIRED, now
+            request.save()
+            audit(
+                actor=None,
+                verb=AuditVerb.EXPIRE,
+                obj=request,
+                team=request.team,
+                before=before,
+                after=quota_state(request.team),
+            )
+            _notify_quota_changed([request.team_id], "expire")
+        expired.append(pk)
+    return ExpiryResult(activated, expired, failed)
+
+
+def _revert_lines(request: QuotaRequest) -> None:
+    for line in request.lines.all():
+        quota = (
+            TeamQuota.objects.select_for_update()
+            .filter(team=request.team, resource=line.resource)
+            .first()
+        )
+        if quota is None:
+            continue
+        if line.applied_guarantee_delta is not None:
+            quota.guarantee = max(Decimal(0), quota.guarantee - line.applied_guarantee_delta)
+        if line.applied_limit_delta is not None and quota.limit is not None:
+            quota.limit = max(Decimal(0), quota.limit - line.applied_limit_delta)
+        elif line.applied_limit_delta is None and quota.limit == line.approved_limit:
+            quota.limit = line.previous_limit  # the grant set a ceiling where there was none
+        if quota.limit is not None and quota.guarantee > quota.limit:
+            quota.guarantee = quota.limit
+        quota.full_clean()
+        quota.save()
+
+
+def set_team_quota(
+    team: Team,
+    resource: str,
+    *,
+    guarantee: Decimal | str,
+    limit: Decimal | str | None,
+    actor,
+    note: str = "",
+) -> TeamQuota:
+    """Set a team's quota directly (admins): capacity re-checked under the lock, audited."""
+    if not is_site_admin(actor):
+        raise PermissionDenied("Only site admins may set quotas directly.")
+    g = parse_quantity(guarantee, field="guarantee")
+    lim = None if limit in (None, "") else parse_quantity(limit, field="limit")
+    with transaction.atomic():
+        capacity_lock()
+        before = quota_state(team)
+        check_capacity({(team.pk, resource): g})
+        quota = TeamQuota.objects.select_for_update().filter(team=team, resource=resource).first()
+        quota = quota or TeamQuota(team=team, resource=resource)
+        quota.guarantee, quota.limit = g, lim
+        quota.full_clean()
+        quota.save()
+        audit(
+            actor=actor,
+            verb=AuditVerb.UPDATE,
+            obj=quota,
+            team=team,
+            before=before,
+            after=quota_state(team),
+            note=note,
+        )
+        _notify_quota_changed([team.pk], "set-quota")
+    return quota

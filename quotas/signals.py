@@ -1,0 +1,7 @@
+"""Signals other apps listen to, so quotas never imports scheduling (or tasks) at module level."""
+
+from django.dispatch import Signal
+
+# Sent after commit whenever guarantees, limits, weights or tiers change.
+# Arguments: team_ids (list[int]), reason (str).
+quota_changed = Signal()
