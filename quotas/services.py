@@ -31,7 +31,7 @@ from monitoring.models import CapacitySnapshot
 from quotas.choices import AuditVerb, QuotaRequestStatus
 from quotas.exceptions import InvalidTransition, PermissionDenied, QuotaExceeded
 from quotas.models import AuditEvent, QuotaRequest, QuotaRequestLine, Team, TeamQuota
-from quotas.quantities import format_quantity, parse_quantity
+from quotas.quantities import format_quantity, parse_quantity, validate_resource_name
 from quotas.querysets import is_site_admin
 from quotas.signals import quota_changed
 
@@ -223,8 +223,6 @@ def _parse_lines(lines: Iterable[LineInput | Mapping]) -> list[LineInput]:
         line = raw if isinstance(raw, LineInput) else LineInput(**raw)
         prefix = f"lines[{index}]"
         try:
-            from quotas.quantities import validate_resource_name
-
             validate_resource_name(line.resource)
         except ValidationError as e:
             errors[f"{prefix}.resource"] = e.messages
@@ -238,6 +236,7 @@ def _parse_lines(lines: Iterable[LineInput | Mapping]) -> list[LineInput]:
             if line.limit is None or line.limit == "":
                 raise ValidationError({"limit": "A new limit is required."})
             limit = parse_quantity(line.limit, field="limit")
+            QuotaRequestLine(resource=line.resource, guarantee=guarantee, limit=limit).clean()
         except ValidationError as e:
             for field, messages in e.message_dict.items():
                 errors[f"{prefix}.{field}"] = messages
