@@ -1,0 +1,179 @@
+"""Building the API client, the kinds Fairshare manages, and raw JSON REST calls.
+
+``build_api_client()`` is called once per process by the Django side, which passes the mode from
+settings (``FAIRSHARE_CLUSTER``). The client has urllib3's own retries turned off, so every call is
+one request and ``apply.call_with_retry`` is the only retry policy, and a default timeout on every
+call (the ``kubernetes`` library has none).
+
+Managed objects are read and written through ``request_json()``: raw REST calls that parse JSON
+into plain dicts, so a LIST of thousands of objects builds no model objects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from .errors import K8sConfigError, translated
+
+# (connect, read) seconds; a LIST page of 500 pods comes back well within this.
+DEFAULT_TIMEOUT: tuple[float, float] = (5.0, 30.0)
+MODES = ("kubeconfig", "in-cluster", "disabled")
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """Where a kind lives in the REST API."""
+
+    kind: str
+    api_version: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The collection path (all namespaces when ``namespace`` is None), or an object's path."""
+        base = "/api/v1" if "/" not in self.api_version else f"/apis/{self.api_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+KINDS: dict[str, KindInfo] = {
+    info.kind: info
+    for info in (
+        KindInfo("Namespace", "v1", "namespaces", False),
+        KindInfo("ResourceQuota", "v1", "resourcequotas", True),
+        KindInfo("LimitRange", "v1", "limitranges", True),
+        KindInfo("Role", "rbac.authorization.k8s.io/v1", "roles", True),
+        KindInfo("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", True),
+        KindInfo("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False),
+        KindInfo("Queue", "scheduling.volcano.sh/v1beta1", "queues", False),
+    )
+}
+
+
+def kind_info(kind: str) -> KindInfo:
+    """Return the registry entry for ``kind``; raise ValueError for a kind we do not manage."""
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise ValueError(f"{kind!r} is not a kind Fairshare manages ({', '.join(KINDS)})") from None
+
+
+class ApiClient(k8s_client.ApiClient):
+    """``kubernetes.client.ApiClient`` with a default timeout on every call."""
+
+    def __init__(self, configuration: k8s_client.Configuration, *, timeout: Any) -> None:
+        super().__init__(configuration)
+        self.default_timeout = timeout
+
+    def call_api(  # type: ignore[override]
+        self,
+        method: str,
+        url: str,
+        header_params: dict[str, str] | None = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        return super().call_api(
+            method,
+            url,
+            header_params,
+            body,
+            post_params,
+            _request_timeout=_request_timeout or self.default_timeout,
+        )
+
+
+def build_api_client(
+    mode: str,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
+) -> ApiClient:
+    """Build the API client for ``mode``: ``kubeconfig`` or ``in-cluster``.
+
+    ``kubeconfig`` mode reads ``kubeconfig``, else ``$KUBECONFIG``, else ``~/.kube/config``.
+    Raises K8sConfigError for ``disabled``, an unknown mode, or a missing or unusable config.
+    """
+    configuration = k8s_client.Configuration()
+    if mode == "kubeconfig":
+        path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+        # $KUBECONFIG may list several files; the first one that exists is used.
+        candidates = [p for p in path.split(os.pathsep) if p]
+        existing = next((p for p in candidates if Path(p).is_file()), None)
+        if existing is None:
+            raise K8sConfigError(f"kubeconfig mode: no kubeconfig file at {path!r}")
+        try:
+            k8s_config.load_kube_config(
+                config_file=existing, context=context, client_configuration=configuration
+            )
+        except (ConfigException, OSError, ValueError, TypeError) as e:
+            raise K8sConfigError(f"kubeconfig mode: cannot load {existing!r}: {e}") from e
+    elif mode == "in-cluster":
+        try:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        except ConfigException as e:
+            raise K8sConfigError(f"in-cluster mode: not running in a pod? {e}") from e
+    elif mode == "disabled":
+        raise K8sConfigError(
+            "Kubernetes access is disabled (FAIRSHARE_CLUSTER=disabled); nothing can be "
+            "observed or applied"
+        )
+    else:
+        raise K8sConfigError(f"unknown Kubernetes client mode {mode!r}; use one of {MODES}")
+    # One request per call: retrying is call_with_retry's job, and urllib3 would otherwise
+    # silently retry idempotent calls and sleep through Retry-After on its own.
+    configuration.retries = False
+    api_client = ApiClient(configuration, timeout=timeout)
+    api_client.user_agent = "fairshare"
+    return api_client
+
+
+def request_json(
+    api_client: k8s_client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: dict[str, Any] | None = None,
+    body: Any = None,
+    content_type: str = "application/json",
+) -> dict[str, Any]:
+    """Make one REST call and return the JSON answer as a dict.
+
+    Raises a K8sError subclass (see errors.py) for any non-2xx answer or transport failure.
+    """
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = content_type
+    params = [(k, v) for k, v in (query or {}).items() if v is not None]
+    request = api_client.param_serialize(
+        method=method,
+        resource_path=path,
+        query_params=params,
+        header_params=headers,
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    with translated(f"{method} {api_client.configuration.host}{path}"):
+        response = api_client.call_api(*request)
+        data = response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(
+                http_resp=response, body=data.decode("utf-8", "replace"), data=None
+            )
+    result = json.loads(data)
+    if not isinstance(result, dict):
+        raise ValueError(f"{method} {path}: expected a JSON object, got {type(result).__name__}")
+    return result

@@ -1,0 +1,86 @@
+"""The kinds the fake API server serves, and how each maps onto REST paths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    kind: str
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    namespaced: bool
+    # How metadata.name is validated: "subdomain", "label" or "path" (RBAC's path-segment rule).
+    name_rule: str = "subdomain"
+    # Top-level fields besides apiVersion/kind/metadata; anything else is an unknown field.
+    fields: tuple[str, ...] = ("spec", "status")
+    # Kinds with a status subresource ignore status on create/update through the main resource.
+    status_subresource: bool = False
+    # Custom resources only accept JSON merge patch and apply (no strategic merge).
+    custom: bool = False
+    short_names: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified(self) -> str:
+        """Kind.group as the API server prints it in messages (``Queue.scheduling.volcano.sh``)."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    @property
+    def resource(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+RBAC = "rbac.authorization.k8s.io"
+
+KINDS: tuple[Kind, ...] = (
+    Kind("Namespace", "", "v1", "namespaces", False, "label", status_subresource=True),
+    Kind("Node", "", "v1", "nodes", False, status_subresource=True),
+    Kind("Pod", "", "v1", "pods", True, status_subresource=True),
+    Kind("ResourceQuota", "", "v1", "resourcequotas", True, status_subresource=True),
+    Kind("LimitRange", "", "v1", "limitranges", True, fields=("spec",)),
+    Kind("Role", RBAC, "v1", "roles", True, "path", fields=("rules",)),
+    Kind("RoleBinding", RBAC, "v1", "rolebindings", True, "path", fields=("subjects", "roleRef")),
+    Kind("ClusterRole", RBAC, "v1", "clusterroles", False, "path", ("rules", "aggregationRule")),
+    Kind(
+        "PriorityClass",
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        False,
+        fields=("value", "globalDefault", "description", "preemptionPolicy"),
+    ),
+    Kind(
+        "Queue",
+        "scheduling.volcano.sh",
+        "v1beta1",
+        "queues",
+        False,
+        status_subresource=True,
+        custom=True,
+        short_names=("q", "queue-v1beta1"),
+    ),
+)
+
+BY_KIND: dict[str, Kind] = {k.kind: k for k in KINDS}
+BY_PATH: dict[tuple[str, str, str], Kind] = {(k.group, k.version, k.plural): k for k in KINDS}
+_ALIASES: dict[str, Kind] = {}
+for _k in KINDS:
+    for _alias in (_k.kind, _k.plural, _k.resource, *_k.short_names):
+        _ALIASES[_alias.lower()] = _k
+
+
+def lookup(name: str) -> Kind:
+    """Return the Kind for a kind name, plural or ``plural.group`` (case-insensitive).
+
+    Raises KeyError for a kind the fake does not serve.
+    """
+    try:
+        return _ALIASES[name.lower()]
+    except KeyError:
+        raise KeyError(f"the fake API server does not serve {name!r}") from None

@@ -1,0 +1,1185 @@
+"""A fake Kubernetes API server for tests and benchmarks.
+
+A real HTTP server on 127.0.0.1 that the real ``kubernetes`` client talks to through a generated
+kubeconfig. It keeps objects in memory and serves GET, LIST (label and field selectors, ``limit``
+and ``continue``), POST, PUT, PATCH (JSON merge patch; strategic merge treated as merge; server-side
+apply with managedFields-lite) and DELETE, with ``dryRun=All``, for the kinds in ``kinds.py``. It
+validates like the real server where it matters (see ``validation.py``), injects faults on demand,
+and counts requests per ``(verb, kind)``.
+
+Simplifications, on purpose: no auth, no watch, no status/scale subresources, no field-level SSA
+below the first level of ``spec``/``data`` (``spec.hard`` is one field), LIST pages are cut from the
+current state rather than a snapshot, deleting a namespace removes its objects at once, and
+strategic merge patch is a JSON merge patch (lists are replaced, not merged by key).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import contextlib
+import copy
+import json
+import logging
+import random
+import socket
+import struct
+import tempfile
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import yaml
+
+from . import validation
+from .kinds import BY_KIND, BY_PATH, KINDS, Kind, lookup
+from .selectors import SelectorError, parse_field_selector, parse_label_selector
+from .store import FieldPath, Store, now
+
+log = logging.getLogger(__name__)
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "apply", "delete"})
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+APPLY = "application/apply-patch+yaml"
+MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+_MISSING = object()
+
+
+class ApiError(Exception):
+    """An error answered as a ``Status`` body."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        details: dict | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        out: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            out["details"] = self.details
+        return out
+
+
+def _details(kind: Kind, name: str | None, **extra: Any) -> dict:
+    out: dict[str, Any] = {"kind": kind.plural}
+    if name:
+        out["name"] = name
+    if kind.group:
+        out["group"] = kind.group
+    out.update(extra)
+    return out
+
+
+def not_found(kind: Kind, name: str) -> ApiError:
+    message = f'{kind.resource} "{name}" not found'
+    return ApiError(404, "NotFound", message, details=_details(kind, name))
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+# --------------------------------------------------------------------------- faults
+
+
+@dataclass
+class FaultRule:
+    """Answer matching requests with ``error`` instead of serving them.
+
+    ``error`` is an HTTP status code (500, 503, 429, 409, ...), ``"timeout"`` (hold the request for
+    ``delay`` seconds, then drop the connection without an answer) or ``"reset"`` (close the
+    connection with a TCP RST). ``times`` is how many matching requests fire (None: all of them);
+    ``probability`` draws from the server's seeded RNG. ``verb`` may be ``"write"`` for any write.
+    """
+
+    error: int | str
+    verb: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    times: int | None = 1
+    probability: float = 1.0
+    retry_after: int | None = 1
+    delay: float = 10.0
+    fired: int = field(default=0, init=False)
+
+    def matches(self, verb: str, kind: str, name: str | None, namespace: str | None) -> bool:
+        if self.times is not None and self.fired >= self.times:
+            return False
+        any_write = self.verb == "write" and verb in WRITE_VERBS
+        if self.verb is not None and self.verb != verb and not any_write:
+            return False
+        if self.kind is not None and self.kind != kind:
+            return False
+        if self.name is not None and self.name != name:
+            return False
+        return self.namespace is None or self.namespace == namespace
+
+
+class _Drop(Exception):
+    """Close the connection without an answer (after a reset or a timeout)."""
+
+
+# --------------------------------------------------------------------------- object helpers
+
+
+def owned_fields(obj: dict) -> dict[FieldPath, Any]:
+    """The fields managedFields-lite tracks.
+
+    Labels and annotations by key, the first level of every dict-valued top-level field
+    (``spec.weight``, ``spec.hard``), other top-level fields whole.
+    """
+    out: dict[FieldPath, Any] = {}
+    meta = obj.get("metadata") or {}
+    for section in ("labels", "annotations"):
+        for key, value in (meta.get(section) or {}).items():
+            out[("metadata", section, key)] = value
+    for key, value in obj.items():
+        if key in ("apiVersion", "kind", "metadata", "status"):
+            continue
+        if isinstance(value, dict) and value:
+            for sub, subvalue in value.items():
+                out[(key, sub)] = subvalue
+        else:
+            out[(key,)] = value
+    return out
+
+
+def _set_path(obj: dict, path: FieldPath, value: Any) -> None:
+    node = obj
+    for p in path[:-1]:
+        if not isinstance(node.get(p), dict):
+            node[p] = {}
+        node = node[p]
+    node[path[-1]] = copy.deepcopy(value)
+
+
+def _del_path(obj: dict, path: FieldPath) -> None:
+    parents = []
+    node: Any = obj
+    for p in path[:-1]:
+        if not isinstance(node, dict) or p not in node:
+            return
+        parents.append((node, p))
+        node = node[p]
+    if isinstance(node, dict):
+        node.pop(path[-1], None)
+    # Drop containers the removal emptied (labels: {} after the last label goes).
+    for parent, key in reversed(parents):
+        if parent[key] == {} and key != "metadata":
+            del parent[key]
+        else:
+            break
+
+
+def _fields_v1(paths: Iterable[FieldPath]) -> dict:
+    out: dict = {}
+    for path in sorted(paths):
+        node = out
+        for p in path:
+            node = node.setdefault(f"f:{p}", {})
+    return out
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch; returns a new value and leaves ``target`` untouched."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def _spec_changed(old: dict, new: dict) -> bool:
+    keys = (set(old) | set(new)) - {"metadata", "status", "apiVersion", "kind"}
+    return any(old.get(k) != new.get(k) for k in keys)
+
+
+def _encode_continue(rv: int, key: tuple[str, str]) -> str:
+    raw = json.dumps({"rv": rv, "start": list(key)}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[str, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        data = json.loads(raw)
+        start = data["start"]
+        return (str(start[0]), str(start[1]))
+    except (binascii.Error, ValueError, KeyError, IndexError, TypeError):
+        raise bad_request(f"continue key is not valid: {token!r}") from None
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _HttpServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with contextlib.suppress(OSError):
+            super().finish()
+        self.server.connections.discard(self.connection)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def _serve(self) -> None:
+        try:
+            self.server.api._serve(self)
+        except _Drop:
+            self.close_connection = True
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], api: FakeKubeApi) -> None:
+        self.api = api
+        self.connections: set[socket.socket] = set()
+        super().__init__(address, _Handler)
+
+
+class FakeKubeApi:
+    """The fake API server. ``start()`` it, point a client at ``kubeconfig_path``, ``stop()`` it.
+
+    ``unknown_fields`` is what happens to unknown fields when a request does not say
+    (``fieldValidation``): ``"reject"`` (422, the default: catches typos) or ``"drop"``
+    (what a real server does by default, with a warning).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        seed: int = 0,
+        unknown_fields: str = "reject",
+        strict_quota_names: bool = True,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.store = Store()
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.dry_run_counts: Counter[tuple[str, str]] = Counter()
+        self.faults: list[FaultRule] = []
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.unknown_fields = unknown_fields
+        self.strict_quota_names = strict_quota_names
+        self._server: _HttpServer | None = None
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._meta_lock = threading.Lock()
+        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+        self.kubeconfig_path: str = ""
+        self._clients: list[Any] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> FakeKubeApi:
+        if self._server is not None:
+            return self
+        self._server = _HttpServer((self.host, self.port), self)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name=f"kubeapi:{self.port}", daemon=True
+        )
+        self._thread.start()
+        if not self.kubeconfig_path:
+            self._tmpdir = tempfile.TemporaryDirectory(prefix="kubeapi-")
+            self.kubeconfig_path = self.write_kubeconfig(Path(self._tmpdir.name) / "kubeconfig")
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and cut every open connection (clients see resets / refusals)."""
+        server, self._server = self._server, None
+        self._wake_sleepers()
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        for conn in list(server.connections):
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+            self._tmpdir = None
+            self.kubeconfig_path = ""
+
+    def restart(self, *, lose_state: bool = False) -> None:
+        """Stop and start again on the same port; ``lose_state`` also forgets every object
+        (the resourceVersion counter keeps counting, as if etcd were restored empty)."""
+        self.stop()
+        if lose_state:
+            self.store.clear()
+            self.seed_namespaces()
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def write_kubeconfig(self, path: str | Path) -> str:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
+            "contexts": [
+                {"name": "fake", "context": {"cluster": "fake", "user": "fake"}},
+            ],
+            "current-context": "fake",
+        }
+        Path(path).write_text(yaml.safe_dump(config))
+        return str(path)
+
+    def api_client(self, *, retries: Any = False) -> Any:
+        """A ``kubernetes.client.ApiClient`` loaded from the generated kubeconfig.
+
+        ``retries=False`` turns off urllib3's own retries so that each call is one request
+        (and fault rules fire predictably); pass None for the library default.
+        """
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=self.kubeconfig_path, client_configuration=cfg)
+        cfg.retries = retries
+        api_client = client.ApiClient(cfg)
+        self._clients.append(api_client)
+        return api_client
+
+    def close_clients(self) -> None:
+        """Close every client ``api_client()`` handed out (their pooled connections too)."""
+        clients, self._clients = self._clients, []
+        for api_client in clients:
+            api_client.close()
+
+    # ------------------------------------------------------------------ test/bench helpers
+
+    def reset(self) -> None:
+        """Fresh state: no objects but the default namespaces, no faults, zero counters."""
+        self.faults.clear()
+        self._wake_sleepers()
+        self.store.clear()
+        self.seed_namespaces()
+        self.reset_counts()
+        self.rng = random.Random(self.seed)
+        if not self.running:
+            self.start()
+
+    def seed_namespaces(self, names: Iterable[str] = DEFAULT_NAMESPACES) -> None:
+        for name in names:
+            self.put_object(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+                    "status": {"phase": "Active"},
+                }
+            )
+
+    def reset_counts(self) -> None:
+        with self._meta_lock:
+            self.counts.clear()
+            self.dry_run_counts.clear()
+
+    def writes(self, kind: str | None = None) -> int:
+        """Write requests received (create/update/patch/apply/delete), dry runs excluded."""
+        want = lookup(kind).kind if kind else None
+        with self._meta_lock:
+            total = sum(
+                n
+                for (verb, k), n in self.counts.items()
+                if verb in WRITE_VERBS and (want is None or k == want)
+            )
+            dry = sum(n for (_, k), n in self.dry_run_counts.items() if want is None or k == want)
+        return total - dry
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        """A deep copy of the stored object, or None."""
+        obj = self.store.get(lookup(kind).kind, namespace or "", name)
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def objects(self, kind: str, namespace: str | None = None) -> list[dict]:
+        """Deep copies of every stored object of ``kind`` (in ``namespace`` if given), sorted."""
+        k = lookup(kind).kind
+        with self.store.lock:
+            items = [
+                obj
+                for (ns, _), obj in sorted(self.store.items[k].items())
+                if namespace is None or ns == namespace
+            ]
+        return copy.deepcopy(items)
+
+    def put_object(self, obj: dict) -> dict:
+        """Store ``obj`` as is (test setup): no validation, no counters, no namespace check."""
+        kind = BY_KIND[obj["kind"]]
+        obj = copy.deepcopy(obj)
+        obj.setdefault("apiVersion", kind.api_version)
+        meta = obj["metadata"]
+        old = self.store.get(kind.kind, meta.get("namespace") or "", meta["name"])
+        if old is not None:
+            for key in ("uid", "creationTimestamp"):
+                obj["metadata"].setdefault(key, old["metadata"][key])
+        self.store.put(kind.kind, self.store.stamp(obj))
+        return copy.deepcopy(obj)
+
+    def load(self, objects: Iterable[dict]) -> int:
+        """Bulk-load objects for benchmarks: no validation, no copies, no counters.
+
+        The dicts are stamped in place (uid, resourceVersion, creationTimestamp) and then belong to
+        the server: do not mutate them afterwards. Returns how many were loaded.
+        """
+        by_kind: dict[str, list[dict]] = {}
+        created = now()
+        with self.store.lock:
+            for obj in objects:
+                meta = obj.setdefault("metadata", {})
+                kind = BY_KIND[obj["kind"]]
+                obj.setdefault("apiVersion", kind.api_version)
+                meta.setdefault("uid", f"{self.store.rv + 1:032x}")
+                meta.setdefault("creationTimestamp", created)
+                meta["resourceVersion"] = self.store.next_rv()
+                by_kind.setdefault(kind.kind, []).append(obj)
+            for kind_name, objs in by_kind.items():
+                self.store.bulk_put(kind_name, objs)
+        return sum(len(v) for v in by_kind.values())
+
+    def fault(self, error: int | str, **match: Any) -> FaultRule:
+        """Add a fault rule (see FaultRule); ``kind`` may be a kind name or plural."""
+        if match.get("kind"):
+            match["kind"] = lookup(match["kind"]).kind
+        if not (isinstance(error, int) or error in ("timeout", "reset")):
+            raise ValueError(f"unknown fault {error!r}: use a status code, 'timeout' or 'reset'")
+        rule = FaultRule(error, **match)
+        self.faults.append(rule)
+        return rule
+
+    def clear_faults(self) -> None:
+        self.faults.clear()
+        self._wake_sleepers()
+
+    def _wake_sleepers(self) -> None:
+        old, self._wake = self._wake, threading.Event()
+        old.set()
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _serve(self, h: _Handler) -> None:
+        length = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(length) if length else b""
+        parts = urlsplit(h.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        headers: dict[str, str] = {}
+        try:
+            code, body = self._route(h, h.command, parts.path, query, raw)
+        except ApiError as e:
+            code, body, headers = e.code, e.body(), e.headers
+        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+        h.send_response(code)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(payload)))
+        for name, value in headers.items():
+            h.send_header(name, value)
+        h.end_headers()
+        h.wfile.write(payload)
+
+    def _route(
+        self, h: _Handler, method: str, path: str, query: dict[str, str], raw: bytes
+    ) -> tuple[int, Any]:
+        segs = [unquote(s) for s in path.strip("/").split("/") if s]
+        discovery = self._discovery(segs)
+        if discovery is not None:
+            self._count("get", "Discovery")
+            if method != "GET":
+                raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on {path}")
+            return 200, discovery
+        if segs[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", segs[2:]
+        elif len(segs) >= 3 and segs[0] == "apis":
+            group, version, rest = segs[1], segs[2], segs[3:]
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        namespace = name = sub = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, plural = rest[1], rest[2]
+            name = rest[3] if len(rest) > 3 else None
+            sub = "/".join(rest[4:]) or None
+        elif rest:
+            plural = rest[0]
+            name = rest[1] if len(rest) > 1 else None
+            sub = "/".join(rest[2:]) or None
+        else:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        kind = BY_PATH.get((group, version, plural))
+        if kind is None or (namespace is not None and not kind.namespaced):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+
+        content_type = (h.headers.get("Content-Type") or "").split(";")[0].strip()
+        verb = {
+            "GET": "get" if name else "list",
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "apply" if content_type == APPLY else "patch",
+            "DELETE": "delete",
+        }[method]
+        self._count(verb, kind.kind, dry_run=query.get("dryRun") == "All")
+        self._maybe_fault(h, verb, kind, name, namespace)
+
+        if sub:
+            raise ApiError(404, "NotFound", f"the fake API server does not serve {sub!r}")
+        if kind.namespaced and namespace is None and verb != "list":
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if query.get("watch") in ("true", "1"):
+            raise ApiError(405, "MethodNotAllowed", "the fake API server does not support watch")
+        if "dryRun" in query and query["dryRun"] != "All":
+            raise bad_request(f'unsupported dry-run value "{query["dryRun"]}"')
+        dry_run = query.get("dryRun") == "All"
+        ns = namespace or ""
+        if verb == "list":
+            return 200, self._list(kind, namespace, query)
+        if method == "POST":
+            if name:
+                raise ApiError(405, "MethodNotAllowed", "POST to a named object is not allowed")
+            return 201, self._create(kind, ns, self._json(raw), query, h, dry_run)
+        assert name is not None
+        if verb == "get":
+            obj = self.store.get(kind.kind, ns, name)
+            if obj is None:
+                raise not_found(kind, name)
+            return 200, obj
+        if verb == "update":
+            return 200, self._update(kind, ns, name, self._json(raw), query, h, dry_run)
+        if verb == "patch":
+            body = self._json(raw)
+            return 200, self._patch(kind, ns, name, content_type, body, query, h, dry_run)
+        if verb == "apply":
+            return self._apply(kind, ns, name, raw, query, dry_run)
+        return 200, self._delete(kind, ns, name, dry_run)
+
+    def _count(self, verb: str, kind: str, *, dry_run: bool = False) -> None:
+        with self._meta_lock:
+            self.counts[(verb, kind)] += 1
+            if dry_run and verb in WRITE_VERBS:
+                self.dry_run_counts[(verb, kind)] += 1
+
+    def _maybe_fault(
+        self, h: _Handler, verb: str, kind: Kind, name: str | None, namespace: str | None
+    ) -> None:
+        with self._meta_lock:
+            rule = next(
+                (r for r in self.faults if r.matches(verb, kind.kind, name, namespace)), None
+            )
+            if rule is None or (rule.probability < 1.0 and self.rng.random() >= rule.probability):
+                return
+            rule.fired += 1
+            wake = self._wake
+        if rule.error == "timeout":
+            wake.wait(rule.delay)
+            raise _Drop
+        if rule.error == "reset":
+            # SO_LINGER with a zero timeout makes close() send RST instead of FIN.
+            h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            h.connection.close()
+            raise _Drop
+        code = int(rule.error)
+        reasons = {
+            409: "Conflict",
+            429: "TooManyRequests",
+            500: "InternalError",
+            503: "ServiceUnavailable",
+            504: "Timeout",
+            404: "NotFound",
+            403: "Forbidden",
+        }
+        headers = {}
+        details = _details(kind, name)
+        message = f"injected fault {code}"
+        if code == 429 and rule.retry_after is not None:
+            headers["Retry-After"] = str(rule.retry_after)
+            details["retryAfterSeconds"] = rule.retry_after
+            message = "Too many requests, please try again later."
+        if code == 409:
+            message = (
+                f'Operation cannot be fulfilled on {kind.resource} "{name}": the object has been '
+                "modified; please apply your changes to the latest version and try again"
+            )
+        reason = reasons.get(code, "InternalError")
+        raise ApiError(code, reason, message, details=details, headers=headers)
+
+    @staticmethod
+    def _json(raw: bytes) -> dict:
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError as e:
+            raise bad_request(f"the request body is not valid JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be a JSON object")
+        return body
+
+    def _discovery(self, segs: list[str]) -> dict | None:
+        if segs == ["version"]:
+            return {
+                "major": "1",
+                "minor": "33",
+                "gitVersion": "v1.33.0-fairshare-fake",
+                "gitCommit": "0000000000000000000000000000000000000000",
+                "gitTreeState": "clean",
+                "buildDate": "2025-04-23T00:00:00Z",
+                "goVersion": "go1.24.2",
+                "compiler": "gc",
+                "platform": "linux/amd64",
+            }
+        if segs == ["api"]:
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+        groups: dict[str, list[Kind]] = {}
+        for k in KINDS:
+            if k.group:
+                groups.setdefault(k.group, []).append(k)
+        if segs == ["apis"]:
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [
+                    {
+                        "name": g,
+                        "versions": [{"groupVersion": ks[0].api_version, "version": ks[0].version}],
+                        "preferredVersion": {
+                            "groupVersion": ks[0].api_version,
+                            "version": ks[0].version,
+                        },
+                    }
+                    for g, ks in groups.items()
+                ],
+            }
+        if segs == ["api", "v1"]:
+            return self._resource_list("v1", [k for k in KINDS if not k.group])
+        if len(segs) == 3 and segs[0] == "apis":
+            kinds = [k for k in groups.get(segs[1], []) if k.version == segs[2]]
+            if kinds:
+                return self._resource_list(f"{segs[1]}/{segs[2]}", kinds)
+        return None
+
+    @staticmethod
+    def _resource_list(group_version: str, kinds: list[Kind]) -> dict:
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": group_version,
+            "resources": [
+                {
+                    "name": k.plural,
+                    "singularName": k.kind.lower(),
+                    "namespaced": k.namespaced,
+                    "kind": k.kind,
+                    "shortNames": list(k.short_names),
+                    "verbs": ["create", "delete", "get", "list", "patch", "update"],
+                }
+                for k in kinds
+            ],
+        }
+
+    # ------------------------------------------------------------------ verbs
+
+    def _list(self, kind: Kind, namespace: str | None, query: dict[str, str]) -> bytes:
+        try:
+            label_match = parse_label_selector(query.get("labelSelector"))
+            field_match = parse_field_selector(query.get("fieldSelector"))
+        except SelectorError as e:
+            raise bad_request(str(e)) from None
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise bad_request(f"invalid limit {query['limit']!r}") from None
+        token = query.get("continue")
+        if token and query.get("resourceVersion") not in (None, "", "0"):
+            raise bad_request("specifying resource version is not allowed when using continue")
+        if token and query.get("resourceVersionMatch"):
+            raise bad_request("resourceVersionMatch is forbidden when continue is provided")
+        start_after = _decode_continue(token) if token else None
+        items: list[dict] = []
+        next_key = None
+        remaining = None
+        with self.store.lock:
+            keys = self.store.keys(kind.kind)
+            bucket = self.store.items[kind.kind]
+            lo, hi = 0, len(keys)
+            if namespace is not None:
+                lo = bisect.bisect_left(keys, (namespace, ""))
+                hi = bisect.bisect_left(keys, (namespace + "\x00", ""))
+            if start_after is not None:
+                lo = max(lo, bisect.bisect_right(keys, start_after))
+            i = lo
+            while i < hi:
+                obj = bucket[keys[i]]
+                i += 1
+                if label_match is not None and not label_match(obj):
+                    continue
+                if field_match is not None and not field_match(obj):
+                    continue
+                if limit and len(items) == limit:
+                    # One more match exists: this page is full and there is a next one.
+                    next_key = (
+                        items[-1]["metadata"].get("namespace") or "",
+                        items[-1]["metadata"]["name"],
+                    )
+                    if label_match is None and field_match is None:
+                        remaining = hi - i + 1
+                    break
+                items.append(obj)
+            rv = self.store.rv
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if next_key is not None:
+            meta["continue"] = _encode_continue(rv, next_key)
+            if remaining is not None:
+                meta["remainingItemCount"] = remaining
+        # Serialise only this page; the stored dicts are immutable, so no copy is needed.
+        head = json.dumps(
+            {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta}
+        )
+        body = json.dumps(items, separators=(",", ":"))
+        return (head[:-1] + ',"items":' + body + "}").encode()
+
+    def _manager(self, query: dict[str, str], h: _Handler | None) -> str:
+        if query.get("fieldManager"):
+            return query["fieldManager"]
+        agent = (h.headers.get("User-Agent") if h else None) or "unknown"
+        return agent.split("/")[0]
+
+    def _unknown_mode(self, query: dict[str, str]) -> str:
+        mode = query.get("fieldValidation")
+        if mode in ("Ignore", "Warn"):
+            return "drop"
+        if mode == "Strict":
+            return "reject"
+        if mode:
+            raise bad_request(f'invalid fieldValidation directive "{mode}"')
+        return self.unknown_fields
+
+    def _validate(self, kind: Kind, obj: dict, old: dict | None, query: dict[str, str]) -> None:
+        causes = validation.validate(
+            kind,
+            obj,
+            old=old,
+            unknown_fields=self._unknown_mode(query),
+            strict_quota_names=self.strict_quota_names,
+        )
+        if causes:
+            name = (obj.get("metadata") or {}).get("name") or ""
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{kind.qualified} "{name}" is invalid: {validation.message_for(causes)}',
+                details=_details(kind, name, causes=causes),
+            )
+
+    def _check_type(self, kind: Kind, obj: dict) -> None:
+        if obj.get("apiVersion") not in (None, kind.api_version) or obj.get("kind") not in (
+            None,
+            kind.kind,
+        ):
+            raise bad_request(
+                f"the API version in the data ({obj.get('apiVersion')}) and kind "
+                f"({obj.get('kind')}) do not match {kind.api_version} {kind.kind}"
+            )
+        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+        if not isinstance(obj.get("metadata"), dict):
+            obj["metadata"] = {}
+
+    def _check_namespace(self, kind: Kind, ns: str, obj: dict) -> None:
+        meta = obj["metadata"]
+        if kind.namespaced:
+            if meta.get("namespace") and meta["namespace"] != ns:
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on "
+                    "the request"
+                )
+            meta["namespace"] = ns
+            if self.store.get("Namespace", "", ns) is None:
+                raise not_found(BY_KIND["Namespace"], ns)
+
+    def _server_fields(self, kind: Kind, obj: dict, old: dict | None) -> None:
+        """Defaults and status handling the real server applies on create/update."""
+        if kind.kind == "PriorityClass":
+            obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        if kind.status_subresource:
+            if old is not None:
+                if "status" in old:
+                    obj["status"] = old["status"]
+                else:
+                    obj.pop("status", None)
+            elif kind.kind == "Namespace":
+                obj["status"] = {"phase": "Active"}
+            elif kind.kind == "Pod":
+                obj["status"] = {"phase": "Pending"}
+            else:
+                obj.pop("status", None)
+
+    def _create(
+        self,
+        kind: Kind,
+        ns: str,
+        obj: dict,
+        query: dict[str, str],
+        h: _Handler | None,
+        dry_run: bool,
+    ) -> dict:
+        self._check_type(kind, obj)
+        meta = obj["metadata"]
+        for key in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
+            meta.pop(key, None)
+        if not meta.get("name") and meta.get("generateName"):
+            suffix = "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+            meta["name"] = meta["generateName"] + suffix
+        self._server_fields(kind, obj, None)
+        self._validate(kind, obj, None, query)
+        with self.store.lock:
+            self._check_namespace(kind, ns, obj)
+            if self.store.get(kind.kind, ns, meta["name"]) is not None:
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{kind.resource} "{meta["name"]}" already exists',
+                    details=_details(kind, meta["name"]),
+                )
+            owners = self._take_ownership({}, self._manager(query, h), None, obj)
+            return self._store(kind, obj, owners, dry_run, new=True)
+
+    def _store(self, kind: Kind, obj: dict, owners: dict, dry_run: bool, *, new: bool) -> dict:
+        meta = obj["metadata"]
+        if owners:
+            meta["managedFields"] = [
+                {
+                    "manager": manager.split("\x00")[0],
+                    "operation": entry["operation"],
+                    "apiVersion": kind.api_version,
+                    "time": entry["time"],
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": _fields_v1(entry["fields"]),
+                }
+                for manager, entry in sorted(owners.items())
+            ]
+        else:
+            meta.pop("managedFields", None)
+        if new:
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now()
+            meta["generation"] = 1
+        if dry_run:
+            meta.setdefault("resourceVersion", str(self.store.rv))
+            return obj
+        meta["resourceVersion"] = self.store.next_rv()
+        self.store.put(kind.kind, obj)
+        self.store.owners[(kind.kind, meta.get("namespace") or "", meta["name"])] = owners
+        return obj
+
+    @staticmethod
+    def _take_ownership(owners: dict, manager: str, old: dict | None, new: dict) -> dict:
+        """Update-style ownership: the updater owns every field it changed."""
+        old_fields = owned_fields(old) if old is not None else {}
+        new_fields = owned_fields(new)
+        changed = {p for p, v in new_fields.items() if old_fields.get(p, _MISSING) != v}
+        gone = set(old_fields) - set(new_fields)
+        result: dict[str, dict] = {}
+        for mgr, entry in owners.items():
+            fields = entry["fields"] - gone - (changed if mgr != manager else set())
+            if fields:
+                result[mgr] = {**entry, "fields": fields}
+        if changed:
+            previous = result.get(manager)
+            if previous is not None and previous["operation"] == "Update":
+                result[manager] = {
+                    "operation": "Update",
+                    "time": now(),
+                    "fields": previous["fields"] | changed,
+                }
+            else:
+                # An Apply entry for the same manager stays separate, as on the real server.
+                key = manager if previous is None else f"{manager}\x00update"
+                result[key] = {"operation": "Update", "time": now(), "fields": changed}
+        return result
+
+    def _existing(self, kind: Kind, ns: str, name: str) -> dict:
+        obj = self.store.get(kind.kind, ns, name)
+        if obj is None:
+            raise not_found(kind, name)
+        return obj
+
+    def _conflict(self, kind: Kind, name: str) -> ApiError:
+        return ApiError(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {kind.resource} "{name}": the object has been '
+            "modified; please apply your changes to the latest version and try again",
+            details=_details(kind, name),
+        )
+
+    def _replace(
+        self,
+        kind: Kind,
+        old: dict,
+        new: dict,
+        query: dict[str, str],
+        h: _Handler | None,
+        dry_run: bool,
+    ) -> dict:
+        """Shared tail of PUT and merge PATCH: keep server fields, validate, store if changed."""
+        meta, old_meta = new["metadata"], old["metadata"]
+        for key in ("uid", "creationTimestamp", "generation"):
+            meta[key] = old_meta[key]
+        meta["name"] = old_meta["name"]
+        if kind.namespaced:
+            meta["namespace"] = old_meta["namespace"]
+        meta.pop("managedFields", None)
+        self._server_fields(kind, new, old)
+        self._validate(kind, new, old, query)
+        meta["resourceVersion"] = old_meta["resourceVersion"]
+        if "managedFields" in old_meta:
+            meta["managedFields"] = old_meta["managedFields"]
+        if new == old:
+            return old  # A no-op write does not bump resourceVersion.
+        if _spec_changed(old, new):
+            meta["generation"] = old_meta["generation"] + 1
+        key = (kind.kind, old_meta.get("namespace") or "", old_meta["name"])
+        manager = self._manager(query, h)
+        owners = self._take_ownership(self.store.owners.get(key, {}), manager, old, new)
+        return self._store(kind, new, owners, dry_run, new=False)
+
+    def _update(
+        self,
+        kind: Kind,
+        ns: str,
+        name: str,
+        obj: dict,
+        query: dict[str, str],
+        h: _Handler,
+        dry_run: bool,
+    ) -> dict:
+        self._check_type(kind, obj)
+        if obj["metadata"].get("name") != name:
+            raise bad_request(
+                f"the name of the object ({obj['metadata'].get('name')}) does not match the name "
+                f"on the URL ({name})"
+            )
+        with self.store.lock:
+            old = self._existing(kind, ns, name)
+            rv = obj["metadata"].get("resourceVersion")
+            if rv is None and kind.custom:
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'{kind.qualified} "{name}" is invalid: metadata.resourceVersion: Invalid '
+                    "value: 0x0: must be specified for an update",
+                    details=_details(
+                        kind,
+                        name,
+                        causes=[
+                            validation.invalid(
+                                "metadata.resourceVersion", 0, "must be specified for an update"
+                            )
+                        ],
+                    ),
+                )
+            if rv is not None and rv != old["metadata"]["resourceVersion"]:
+                raise self._conflict(kind, name)
+            return self._replace(kind, old, obj, query, h, dry_run)
+
+    def _patch(
+        self,
+        kind: Kind,
+        ns: str,
+        name: str,
+        content_type: str,
+        patch: dict,
+        query: dict[str, str],
+        h: _Handler,
+        dry_run: bool,
+    ) -> dict:
+        if content_type not in (MERGE, STRATEGIC) or (kind.custom and content_type == STRATEGIC):
+            accepted = [MERGE, APPLY] if kind.custom else [MERGE, STRATEGIC, APPLY]
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types "
+                f"include: {', '.join(accepted)}",
+            )
+        with self.store.lock:
+            old = self._existing(kind, ns, name)
+            rv = (patch.get("metadata") or {}).get("resourceVersion")
+            if rv is not None and rv != old["metadata"]["resourceVersion"]:
+                raise self._conflict(kind, name)
+            new = merge_patch(old, patch)
+            self._check_type(kind, new)
+            return self._replace(kind, old, new, query, h, dry_run)
+
+    def _apply(
+        self, kind: Kind, ns: str, name: str, raw: bytes, query: dict[str, str], dry_run: bool
+    ) -> tuple[int, dict]:
+        manager = query.get("fieldManager")
+        if not manager:
+            raise bad_request("PATCH, application/apply-patch+yaml requires fieldManager to be set")
+        force = query.get("force") in ("true", "1")
+        try:
+            applied = json.loads(raw)
+        except ValueError:
+            try:
+                applied = yaml.safe_load(raw)
+            except yaml.YAMLError as e:
+                raise bad_request(f"error decoding YAML: {e}") from None
+        if not isinstance(applied, dict):
+            raise bad_request("the apply configuration must be an object")
+        if applied.get("apiVersion") != kind.api_version or applied.get("kind") != kind.kind:
+            raise bad_request(
+                f"apply configuration must set apiVersion {kind.api_version} and kind {kind.kind}"
+            )
+        meta = applied.get("metadata")
+        if not isinstance(meta, dict) or meta.get("name") != name:
+            raise bad_request(
+                f"the name of the object ({(meta or {}).get('name')}) does not match the name on "
+                f"the URL ({name})"
+            )
+        if kind.namespaced and meta.get("namespace") not in (None, ns):
+            raise bad_request(
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request"
+            )
+        with self.store.lock:
+            old = self.store.get(kind.kind, ns, name)
+            rv = meta.get("resourceVersion")
+            if rv is not None and (old is None or rv != old["metadata"]["resourceVersion"]):
+                raise self._conflict(kind, name)
+            applied_fields = owned_fields(applied)
+            if old is None:
+                new = copy.deepcopy(applied)
+                keep = ("name", "labels", "annotations")
+                new["metadata"] = {k: v for k, v in new["metadata"].items() if k in keep}
+                if kind.namespaced:
+                    new["metadata"]["namespace"] = ns
+                self._server_fields(kind, new, None)
+                self._validate(kind, new, None, query)
+                self._check_namespace(kind, ns, new)
+                owners = {
+                    manager: {"operation": "Apply", "time": now(), "fields": set(applied_fields)}
+                }
+                return 201, self._store(kind, new, owners, dry_run, new=True)
+
+            key = (kind.kind, ns, name)
+            owners = {m: dict(e) for m, e in self.store.owners.get(key, {}).items()}
+            current = owned_fields(old)
+            conflicts = [
+                (mgr, path)
+                for path, value in applied_fields.items()
+                for mgr, entry in owners.items()
+                if mgr != manager
+                and path in entry["fields"]
+                and current.get(path, _MISSING) != value
+            ]
+            if conflicts and not force:
+                causes = [
+                    {
+                        "reason": "FieldManagerConflict",
+                        "message": f'conflict with "{mgr.split(chr(0))[0]}" using '
+                        f"{kind.api_version}: .{'.'.join(path)}",
+                        "field": "." + ".".join(path),
+                    }
+                    for mgr, path in conflicts
+                ]
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f"Apply failed with {len(conflicts)} conflict(s): "
+                    + "; ".join(c["message"] for c in causes),
+                    details=_details(kind, name, causes=causes),
+                )
+            for mgr, path in conflicts:
+                owners[mgr]["fields"] = owners[mgr]["fields"] - {path}
+            previous = owners.get(manager, {}).get("fields", set())
+            others = set().union(*(e["fields"] for m, e in owners.items() if m != manager))
+            new = copy.deepcopy(old)
+            for path in previous - set(applied_fields) - others:
+                _del_path(new, path)
+            for path, value in applied_fields.items():
+                _set_path(new, path, value)
+            owners[manager] = {"operation": "Apply", "time": now(), "fields": set(applied_fields)}
+            owners = {m: e for m, e in owners.items() if e["fields"]}
+            self._server_fields(kind, new, old)
+            new_meta = new["metadata"]
+            new_meta.pop("managedFields", None)
+            self._validate(kind, new, old, query)
+            unchanged_owners = {m: e["fields"] for m, e in owners.items()} == {
+                m: e["fields"] for m, e in self.store.owners.get(key, {}).items()
+            }
+            if "managedFields" in old["metadata"]:
+                new_meta["managedFields"] = old["metadata"]["managedFields"]
+            if new == old and unchanged_owners:
+                return 200, old  # No-op apply: nothing written, resourceVersion unchanged.
+            if _spec_changed(old, new):
+                new_meta["generation"] = old["metadata"]["generation"] + 1
+            return 200, self._store(kind, new, owners, dry_run, new=False)
+
+    def _delete(self, kind: Kind, ns: str, name: str, dry_run: bool) -> dict:
+        with self.store.lock:
+            obj = self._existing(kind, ns, name)
+            if not dry_run:
+                self.store.remove(kind.kind, ns, name)
+                if kind.kind == "Namespace":
+                    for k in KINDS:
+                        if k.namespaced:
+                            for key in [key for key in self.store.items[k.kind] if key[0] == name]:
+                                self.store.remove(k.kind, *key)
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": _details(kind, name, uid=obj["metadata"].get("uid")),
+        }
