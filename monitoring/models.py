@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import models
+
+from quotas.querysets import TeamScopedQuerySet
 
 
 class CapacitySnapshot(models.Model):
@@ -35,3 +38,229 @@ class CapacitySnapshot(models.Model):
         """Return the latest capacity per resource, or {} when nothing was collected yet."""
         snapshot = cls.objects.order_by("-taken_at", "-id").first()
         return snapshot.amounts() if snapshot else {}
+
+
+def _amount_field(**kwargs):
+    kwargs.setdefault("default", Decimal(0))
+    return models.DecimalField(max_digits=30, decimal_places=6, **kwargs)
+
+
+class UsageSample(models.Model):
+    """Allocated and pending requests of one namespace and resource at one collection.
+
+    ``team`` is null for namespaces Fairshare does not know (reported as ``unassigned``).
+    ``flavor`` is the GPU product for amounts on GPU nodes ("" otherwise or for pending).
+    """
+
+    taken_at = models.DateTimeField(db_index=True)
+    team = models.ForeignKey(
+        "quotas.Team", on_delete=models.SET_NULL, null=True, blank=True, related_name="usage"
+    )
+    namespace = models.CharField(max_length=63)
+    resource = models.CharField(max_length=253)
+    flavor = models.CharField(max_length=128, blank=True)
+    allocated = _amount_field()
+    pending = _amount_field()
+
+    objects = TeamScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-taken_at", "namespace", "resource"]
+        indexes = [
+            models.Index(fields=["team", "resource", "-taken_at"]),
+            models.Index(fields=["namespace", "-taken_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace} {self.resource} at {self.taken_at:%H:%M}: {self.allocated}"
+
+
+class GpuSample(models.Model):
+    """One NVML reading of one GPU (posted by the node agent); attributed to a pod when known."""
+
+    taken_at = models.DateTimeField(db_index=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+    node = models.CharField(max_length=253)
+    uuid = models.CharField(max_length=64)
+    index = models.PositiveSmallIntegerField(default=0)
+    model = models.CharField(max_length=128, blank=True)
+    util_gpu = models.FloatField(null=True, blank=True)
+    util_mem = models.FloatField(null=True, blank=True)
+    mem_used = models.BigIntegerField(null=True, blank=True)
+    mem_total = models.BigIntegerField(null=True, blank=True)
+    power_w = models.FloatField(null=True, blank=True)
+    temp_c = models.FloatField(null=True, blank=True)
+    namespace = models.CharField(max_length=63, blank=True)
+    pod = models.CharField(max_length=253, blank=True)
+    team = models.ForeignKey(
+        "quotas.Team", on_delete=models.SET_NULL, null=True, blank=True, related_name="gpu_samples"
+    )
+
+    objects = TeamScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-taken_at", "node", "index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["uuid", "taken_at"],
+                name="%(app_label)s_%(class)s_unique_uuid_time",
+                violation_error_message="This GPU already has a sample at this time.",
+            ),
+        ]
+        indexes = [models.Index(fields=["team", "-taken_at"]), models.Index(fields=["node"])]
+
+    def __str__(self) -> str:
+        return f"{self.node}/{self.index} at {self.taken_at:%H:%M}: {self.util_gpu}%"
+
+
+class UsageRollup(models.Model):
+    """Hourly or daily totals per namespace, resource and flavor (re-computable, idempotent).
+
+    allocated_hours = Σ allocated amount × time (base units × hours); used_hours =
+    utilization-weighted GPU-hours; guarantee_hours = team guarantee × time.
+    """
+
+    period = models.CharField(max_length=8, choices=[("hour", "Hourly"), ("day", "Daily")])
+    start = models.DateTimeField()
+    team = models.ForeignKey(
+        "quotas.Team", on_delete=models.SET_NULL, null=True, blank=True, related_name="rollups"
+    )
+    namespace = models.CharField(max_length=63)
+    resource = models.CharField(max_length=253)
+    flavor = models.CharField(max_length=128, blank=True)
+    allocated_hours = _amount_field()
+    pending_hours = _amount_field()
+    used_hours = _amount_field()
+    guarantee_hours = _amount_field()
+    avg_utilization = models.FloatField(null=True, blank=True)
+    samples = models.PositiveIntegerField(default=0)
+
+    objects = TeamScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-start", "namespace", "resource"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["period", "start", "namespace", "resource", "flavor"],
+                name="%(app_label)s_%(class)s_unique_bucket",
+                violation_error_message="This bucket already has a rollup.",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["period", "start"]),
+            models.Index(fields=["team", "period", "start"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.period} {self.start:%Y-%m-%d %H:%M} {self.namespace} {self.resource}"
+
+
+class RateCard(models.Model):
+    """Price per unit-hour of a resource (GPU-hour, core-hour, GiB-hour), optionally per flavor."""
+
+    resource = models.CharField(max_length=253)
+    flavor = models.CharField(max_length=128, blank=True, help_text="Empty: any flavor.")
+    price_per_unit_hour = models.DecimalField(max_digits=14, decimal_places=6)
+    currency = models.CharField(max_length=3, default="USD")
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["resource", "flavor", "valid_from"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(price_per_unit_hour__gte=0),
+                name="%(app_label)s_%(class)s_price_non_negative",
+                violation_error_message="Prices cannot be negative.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(valid_to__isnull=True)
+                | models.Q(valid_to__gt=models.F("valid_from")),
+                name="%(app_label)s_%(class)s_validity_ordered",
+                violation_error_message="A rate must end after it starts.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        flavor = f" ({self.flavor})" if self.flavor else ""
+        return f"{self.resource}{flavor}: {self.price_per_unit_hour} {self.currency}/h"
+
+
+class ChargebackStatement(models.Model):
+    """A frozen monthly statement: later samples do not change it (they are reported as late)."""
+
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    group_by = models.CharField(max_length=200, default="team")
+    frozen_at = models.DateTimeField(auto_now_add=True)
+    frozen_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True
+    )
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-start"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["start", "end", "group_by"],
+                name="%(app_label)s_%(class)s_unique_period_grouping",
+                violation_error_message="This period is already frozen for this grouping.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Statement {self.start:%Y-%m-%d}–{self.end:%Y-%m-%d} by {self.group_by}"
+
+
+class IdleGpuAlert(models.Model):
+    """GPUs allocated to a team whose utilization stayed under the threshold for the window."""
+
+    team = models.ForeignKey(
+        "quotas.Team", on_delete=models.CASCADE, related_name="idle_gpu_alerts"
+    )
+    namespace = models.CharField(max_length=63, blank=True)
+    pod = models.CharField(max_length=253, blank=True)
+    node = models.CharField(max_length=253, blank=True)
+    gpus = models.PositiveIntegerField(default=0)
+    avg_utilization = models.FloatField(default=0.0)
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    status = models.CharField(
+        max_length=16, choices=[("open", "Open"), ("resolved", "Resolved")], default="open"
+    )
+    suggestion = models.TextField(blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TeamScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        indexes = [models.Index(fields=["team", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.gpus} idle GPU(s) of {self.team} on {self.node}"
+
+
+class BudgetAlert(models.Model):
+    """A budget crossed 80 % or 100 % in a month (one row per threshold and month)."""
+
+    budget = models.ForeignKey("quotas.Budget", on_delete=models.CASCADE, related_name="alerts")
+    month = models.DateField(help_text="First day of the month.")
+    threshold = models.PositiveSmallIntegerField()
+    used_hours = models.DecimalField(max_digits=20, decimal_places=3)
+    created = models.DateTimeField(auto_now_add=True)
+    notified_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["budget", "month", "threshold"],
+                name="%(app_label)s_%(class)s_unique_budget_month_threshold",
+                violation_error_message="This threshold already alerted this month.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.budget} reached {self.threshold} % in {self.month:%Y-%m}"

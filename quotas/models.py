@@ -491,3 +491,37 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_name or 'system'} {self.verb} {self.object_type} {self.object_repr}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the REST API, stored hashed (SHA-256) and shown once at creation.
+
+    Personal tokens act as their user. Service tokens (created by admins) carry scopes such as
+    ``read:chargeback``, ``read:all`` or ``ingest:gpu`` and are read-only apart from ingest.
+    Node-agent tokens may only post GPU samples for their ``node``.
+    """
+
+    class Kind(models.TextChoices):
+        PERSONAL = "personal", "Personal"
+        SERVICE = "service", "Service"
+        NODE_AGENT = "node-agent", "Node agent"
+
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.PERSONAL)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    scopes = models.JSONField(default=list, blank=True)
+    node = models.CharField(max_length=253, blank=True, help_text="Node-agent tokens only.")
+    prefix = models.CharField(max_length=12, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind}, {self.prefix}…)"

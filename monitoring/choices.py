@@ -1,0 +1,11 @@
+from django.db import models
+
+
+class RollupPeriod(models.TextChoices):
+    HOUR = "hour", "Hourly"
+    DAY = "day", "Daily"
+
+
+class AlertStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    RESOLVED = "resolved", "Resolved"
