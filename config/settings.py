@@ -178,6 +178,26 @@ CELERY_BEAT_SCHEDULE = {
         "task": "quotas.tasks.expire_temporary_quota",
         "schedule": _every("FAIRSHARE_EXPIRE_INTERVAL", 60),
     },
+    "collect-usage": {
+        "task": "monitoring.tasks.collect_usage",
+        "schedule": _every("FAIRSHARE_COLLECT_INTERVAL", 60),
+    },
+    "compute-shares": {
+        "task": "scheduling.tasks.compute_shares",
+        "schedule": _every("FAIRSHARE_SHARES_INTERVAL", 300),
+    },
+    "sync-cluster": {
+        "task": "scheduling.tasks.sync_cluster",
+        "schedule": _every("FAIRSHARE_SYNC_INTERVAL", 300),
+    },
+    "rollup-usage": {
+        "task": "monitoring.tasks.rollup_usage",
+        "schedule": _every("FAIRSHARE_ROLLUP_INTERVAL", 3600),
+    },
+    "detect-idle-gpus": {
+        "task": "monitoring.tasks.detect_idle_gpus",
+        "schedule": _every("FAIRSHARE_IDLE_INTERVAL", 300),
+    },
 }
 
 # ----------------------------------------------------------------------------- REST framework
@@ -196,9 +216,31 @@ FAIRSHARE_CAPACITY_RESERVE = env_decimal(
 )
 
 # ----------------------------------------------------------------------------- Kubernetes
+# kubeconfig[:PATH] | in-cluster | snapshot:PATH (read a `kubectl get nodes,pods -A -o json`
+# dump; sync then only plans/exports) | disabled.
 FAIRSHARE_CLUSTER = env_cluster(
     "FAIRSHARE_CLUSTER", f"snapshot:{BASE_DIR / 'monitoring' / 'fixtures' / 'demo_cluster.json'}"
 )
+FAIRSHARE_KUBE_TIMEOUT = env_int("FAIRSHARE_KUBE_TIMEOUT", 30, min_value=1)
+FAIRSHARE_SYNC_PRUNE_NAMESPACES = env_bool("FAIRSHARE_SYNC_PRUNE_NAMESPACES", False)
+FAIRSHARE_SYNC_LOCK_TIMEOUT = env_int("FAIRSHARE_SYNC_LOCK_TIMEOUT", 900, min_value=30)
+FAIRSHARE_SYNC_STALE_AFTER = env_int("FAIRSHARE_SYNC_STALE_AFTER", 600, min_value=60)
+
+# ----------------------------------------------------------------------------- Monitoring
+FAIRSHARE_IDLE_GPU_THRESHOLD = env_int(
+    "FAIRSHARE_IDLE_GPU_THRESHOLD", 10, min_value=0, max_value=100
+)
+FAIRSHARE_IDLE_GPU_WINDOW_MINUTES = env_int("FAIRSHARE_IDLE_GPU_WINDOW_MINUTES", 30, min_value=1)
+FAIRSHARE_RETENTION_RAW_DAYS = env_int("FAIRSHARE_RETENTION_RAW_DAYS", 14, min_value=1)
+FAIRSHARE_RETENTION_HOURLY_DAYS = env_int("FAIRSHARE_RETENTION_HOURLY_DAYS", 400, min_value=1)
+FAIRSHARE_BUDGET_THRESHOLDS = [
+    int(x) for x in env_list("FAIRSHARE_BUDGET_THRESHOLDS", ["80", "100"])
+]
+
+# ----------------------------------------------------------------------------- Notifications
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fairshare@localhost")
+FAIRSHARE_WEBHOOK_URL = env_secret("FAIRSHARE_WEBHOOK_URL", "") or ""
 
 # ----------------------------------------------------------------------------- Logging
 LOG_LEVEL = env_choice("FAIRSHARE_LOG_LEVEL", "INFO", ["DEBUG", "INFO", "WARNING", "ERROR"])

@@ -1,9 +1,15 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from config import health
 from quotas import views as quota_views
+
+api_v1 = [
+    path("", include("quotas.api.urls")),
+    path("", include("scheduling.api.urls")),
+    path("", include("monitoring.api.urls")),
+]
 
 urlpatterns = [
     path("", quota_views.home, name="home"),
@@ -12,4 +18,8 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("", include("quotas.urls")),
+    path("", include("scheduling.urls")),
+    path("", include("monitoring.urls")),
 ]
