@@ -45,6 +45,8 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "rest_framework",
     "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "quotas",
     "scheduling",
@@ -141,6 +143,8 @@ CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 if not CELERY_BROKER_URL:
     # Embedded demo transport: kombu's filesystem transport needs no server.
     _queue_dir = VAR_DIR / "celery-queue"
+    for _folder in (_queue_dir, VAR_DIR / "celery-processed"):
+        _folder.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
@@ -202,12 +206,50 @@ CELERY_BEAT_SCHEDULE = {
 
 # ----------------------------------------------------------------------------- REST framework
 REST_FRAMEWORK = {
+    # Bearer tokens first, so an anonymous request is answered 401 with WWW-Authenticate.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "quotas.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "quotas.api.authentication.TokenKindPolicy",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "config.api.StandardPagination",
     "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    # Per user, or per token when a token authenticates (config.api); views with a
+    # ``throttle_scope`` (chargeback, ingest) get their own budget as well.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "config.api.UserOrTokenRateThrottle",
+        "config.api.ScopedUserOrTokenRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_str("FAIRSHARE_API_RATE_USER", "1200/min"),
+        "chargeback": env_str("FAIRSHARE_API_RATE_CHARGEBACK", "120/min"),
+        "ingest": env_str("FAIRSHARE_API_RATE_INGEST", "240/min"),
+    },
+    "EXCEPTION_HANDLER": "config.api.exception_handler",
+    "NON_FIELD_ERRORS_KEY": "detail",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Fairshare API",
+    "DESCRIPTION": "GPU quota, Dominant Resource Fairness shares, usage and chargeback. "
+    "Errors always read {\"errors\": {field: [messages]}} (see docs/api.md).",
+    "VERSION": "1.0.0",
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI assets come from drf-spectacular-sidecar (served as static files): no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {},
 }
 
 # ----------------------------------------------------------------------------- Fairshare domain

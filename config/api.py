@@ -1,0 +1,155 @@
+"""REST API plumbing shared by every app: the one error shape, pagination, throttles, ETags.
+
+Error shape (every 4xx, documented in docs/api.md)::
+
+    {"errors": {"<field>": ["<message>", ...], ...}}
+
+Messages that belong to no field use the key ``detail``. Nested fields are flattened the way the
+services name them: ``lines[0].limit``, ``adjustments.nvidia.com/gpu.guarantee``. Domain errors are
+mapped here, once:
+
+==========================================  ======  ==========================================
+``quotas.exceptions.InvalidTransition``     409     ``detail``
+``quotas.exceptions.QuotaExceeded``         400     the resource name (``nvidia.com/gpu``)
+``quotas.exceptions.PermissionDenied``      403     ``detail``
+``django.core.exceptions.ValidationError``  400     its fields (``__all__`` becomes ``detail``)
+``monitoring...chargeback.ChargebackError`` 400     ``detail``
+any other app's ``DomainError``             409     ``detail``
+==========================================  ======  ==========================================
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import status
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle, UserRateThrottle
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from monitoring.domain.chargeback import ChargebackError
+from monitoring.exceptions import DomainError as MonitoringDomainError
+from quotas import exceptions as quota_errors
+from quotas.api.authentication import token_of
+from scheduling.exceptions import DomainError as SchedulingDomainError
+
+logger = logging.getLogger(__name__)
+
+DETAIL = "detail"
+
+
+def error_body(errors: dict[str, list[str]]) -> dict[str, Any]:
+    return {"errors": errors}
+
+
+def flatten_errors(data: Any, prefix: str = "") -> dict[str, list[str]]:
+    """Flatten DRF/Django error structures into {field path: [messages]}."""
+    out: dict[str, list[str]] = {}
+
+    def put(key: str, messages: list[str]) -> None:
+        out.setdefault(key or DETAIL, []).extend(messages)
+
+    if isinstance(data, dict):
+        for key, value in data.items():
+            name = DETAIL if key in (NON_FIELD_ERRORS, DETAIL, "non_field_errors") else str(key)
+            path = name if not prefix else (prefix if name == DETAIL else f"{prefix}.{name}")
+            for k, v in flatten_errors(value, path).items():
+                put(k, v)
+    elif isinstance(data, list | tuple):
+        if all(isinstance(item, str) for item in data):
+            put(prefix, [str(item) for item in data])
+        else:
+            for index, item in enumerate(data):
+                if isinstance(item, str):
+                    put(prefix, [str(item)])
+                elif item:  # DRF leaves {} for list items without errors
+                    for k, v in flatten_errors(item, f"{prefix}[{index}]").items():
+                        put(k, v)
+    elif data is not None:
+        put(prefix, [str(data)])
+    return out
+
+
+def _domain_response(exc: Exception) -> Response | None:
+    if isinstance(exc, quota_errors.QuotaExceeded):
+        return Response(error_body({exc.resource: [str(exc)]}), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, quota_errors.InvalidTransition):
+        return Response(error_body({DETAIL: [str(exc)]}), status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, quota_errors.PermissionDenied):
+        return Response(error_body({DETAIL: [str(exc)]}), status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, DjangoValidationError):
+        data = exc.message_dict if hasattr(exc, "error_dict") else {DETAIL: exc.messages}
+        return Response(error_body(flatten_errors(data)), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, ChargebackError):
+        return Response(error_body({DETAIL: [str(exc)]}), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, quota_errors.DomainError | MonitoringDomainError | SchedulingDomainError):
+        # A state the request cannot be applied to (e.g. a sync already running).
+        return Response(error_body({DETAIL: [str(exc)]}), status=status.HTTP_409_CONFLICT)
+    return None
+
+
+def exception_handler(exc: Exception, context: dict) -> Response | None:
+    """REST framework exception handler: domain errors mapped once, every 4xx in one shape."""
+    response = _domain_response(exc)
+    if response is None:
+        response = drf_exception_handler(exc, context)
+        if response is None:
+            return None  # a real bug: let Django answer 500 and log it
+        response.data = error_body(flatten_errors(response.data))
+    else:
+        view = context.get("view")
+        logger.info("%s on %s: %s", type(exc).__name__, type(view).__name__, exc)
+    return response
+
+
+class StandardPagination(PageNumberPagination):
+    """``?page=`` and ``?page_size=`` (at most 500)."""
+
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+def _ident(throttle, request) -> str:
+    token = token_of(request)
+    if token is not None:
+        return f"token-{token.pk}"
+    if request.user and request.user.is_authenticated:
+        return f"user-{request.user.pk}"
+    return f"ip-{throttle.get_ident(request)}"
+
+
+class UserOrTokenRateThrottle(UserRateThrottle):
+    """UserRateThrottle, keyed per token when a token authenticates (each token its own budget)."""
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": _ident(self, request)}
+
+
+class ScopedUserOrTokenRateThrottle(ScopedRateThrottle):
+    """ScopedRateThrottle for views with ``throttle_scope``, keyed like UserOrTokenRateThrottle."""
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": _ident(self, request)}
+
+
+def etag_for(*parts: object) -> str:
+    return 'W/"' + "-".join(str(p) for p in parts) + '"'
+
+
+class ConditionalRetrieveMixin:
+    """ETag on detail GETs from the object's ``updated`` timestamp; ``If-None-Match`` → 304."""
+
+    def retrieve(self, request, *args, **kwargs):
+        instance = self.get_object()
+        stamp = getattr(instance, "updated", None)
+        etag = etag_for(instance.pk, stamp.timestamp()) if stamp else None
+        if etag and etag in request.headers.get("If-None-Match", ""):
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+        response = Response(self.get_serializer(instance).data)
+        if etag:
+            response["ETag"] = etag
+        return response

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Run Fairshare with the embedded defaults: SQLite, the filesystem Celery transport (no Redis), the
+# demo cluster snapshot (no Kubernetes), demo data. Starts the web server, a Celery worker and beat.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+
+export FAIRSHARE_DEBUG=${FAIRSHARE_DEBUG:-true}
+export FAIRSHARE_SECURE_COOKIES=${FAIRSHARE_SECURE_COOKIES:-false}
+export FAIRSHARE_VAR_DIR=${FAIRSHARE_VAR_DIR:-$PWD/var}
+PORT=${PORT:-8000}
+mkdir -p "$FAIRSHARE_VAR_DIR"
+if [ -z "${SECRET_KEY:-}" ] && [ -z "${SECRET_KEY_FILE:-}" ]; then
+  [ -f "$FAIRSHARE_VAR_DIR/secret_key" ] || .venv/bin/python -c \
+    "import secrets; print(secrets.token_urlsafe(50))" > "$FAIRSHARE_VAR_DIR/secret_key"
+  export SECRET_KEY_FILE="$FAIRSHARE_VAR_DIR/secret_key"
+fi
+# Unset broker → embedded transport; an inherited test broker would surprise the demo.
+if [ -z "${FAIRSHARE_USE_ENV_BROKER:-}" ]; then unset CELERY_BROKER_URL; fi
+
+PY=.venv/bin/python
+$PY manage.py migrate --noinput -v0
+$PY manage.py collectstatic --noinput -v0
+$PY manage.py seed_demo
+$PY manage.py collect_usage >/dev/null 2>&1 || echo "note: usage collection failed; see the worker log"
+$PY manage.py shell -c "from scheduling.services import compute_shares; compute_shares(trigger='demo')" \
+  >/dev/null 2>&1 || true
+
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }
+trap cleanup EXIT INT TERM
+.venv/bin/celery -A config worker --pool=solo --loglevel=WARNING >"$FAIRSHARE_VAR_DIR/worker.log" 2>&1 &
+pids+=($!)
+.venv/bin/celery -A config beat --loglevel=WARNING \
+  --schedule="$FAIRSHARE_VAR_DIR/celerybeat-schedule" >"$FAIRSHARE_VAR_DIR/beat.log" 2>&1 &
+pids+=($!)
+.venv/bin/gunicorn config.wsgi:application --bind "127.0.0.1:$PORT" --workers 2 --threads 4 \
+  --access-logfile - --error-logfile - >"$FAIRSHARE_VAR_DIR/web.log" 2>&1 &
+pids+=($!)
+
+for _ in $(seq 1 50); do
+  if curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1; then break; fi
+  sleep 0.2
+done
+cat <<MSG
+
+Fairshare is running at http://127.0.0.1:$PORT/  (logs in $FAIRSHARE_VAR_DIR/*.log)
+Sign in with one of the demo logins above, e.g. rita / rita-demo-pass (lead of research-team)
+or admin / admin-demo-pass (site admin). Press Ctrl-C to stop.
+MSG
+wait -n "${pids[@]}"
