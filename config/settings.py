@@ -55,6 +55,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "config.security.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -113,6 +114,9 @@ SECURE_HSTS_PRELOAD = env_bool("FAIRSHARE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 ADMINS_GROUP = "admins"
+FAIRSHARE_LOGIN_MAX_FAILURES = env_int("FAIRSHARE_LOGIN_MAX_FAILURES", 5, min_value=1)
+FAIRSHARE_LOGIN_LOCKOUT_SECONDS = env_int("FAIRSHARE_LOGIN_LOCKOUT_SECONDS", 900, min_value=1)
+FAIRSHARE_CSP_REPORT_ONLY = env_bool("FAIRSHARE_CSP_REPORT_ONLY", False)
 
 # ----------------------------------------------------------------------------- Database
 DATABASES = {
@@ -143,12 +147,13 @@ CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 if not CELERY_BROKER_URL:
     # Embedded demo transport: kombu's filesystem transport needs no server.
     _queue_dir = VAR_DIR / "celery-queue"
-    for _folder in (_queue_dir, VAR_DIR / "celery-processed"):
+    for _folder in (_queue_dir, VAR_DIR / "celery-processed", VAR_DIR / "celery-control"):
         _folder.mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir),
         "data_folder_out": str(_queue_dir),
+        "control_folder": str(VAR_DIR / "celery-control"),
         "processed_folder": str(VAR_DIR / "celery-processed"),
         "store_processed": False,
     }
@@ -240,7 +245,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "Fairshare API",
     "DESCRIPTION": "GPU quota, Dominant Resource Fairness shares, usage and chargeback. "
-    "Errors always read {\"errors\": {field: [messages]}} (see docs/api.md).",
+    'Errors always read {"errors": {field: [messages]}} (see docs/api.md).',
     "VERSION": "1.0.0",
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -286,11 +291,22 @@ FAIRSHARE_WEBHOOK_URL = env_secret("FAIRSHARE_WEBHOOK_URL", "") or ""
 
 # ----------------------------------------------------------------------------- Logging
 LOG_LEVEL = env_choice("FAIRSHARE_LOG_LEVEL", "INFO", ["DEBUG", "INFO", "WARNING", "ERROR"])
+LOG_FORMAT = env_choice("FAIRSHARE_LOG_FORMAT", "plain" if DEBUG else "json", ["plain", "json"])
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"redact": {"()": "config.logging.RedactSecretsFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "config.logging.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["redact"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
