@@ -1,0 +1,434 @@
+"""Fair-share services: compute and record DRF shares, prune their history, preview changes.
+
+``compute_shares`` is the one writer of ShareComputation/ShareSnapshot (one transaction per run;
+each run is a new computation, history is the point). ``what_if`` and ``what_if_for_request``
+solve the current problem and the proposed one and compare them; they never write.
+How the DB becomes a DRF problem is in ``scheduling.shares`` (and docs/drf.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from quotas.models import QuotaRequest
+from quotas.quantities import format_quantity, parse_quantity
+from quotas.services import committed_guarantees, usable_capacity
+from scheduling.domain.fairness import Allocation, ProblemError, dominant_share, solve
+from scheduling.models import ShareComputation, ShareSnapshot
+from scheduling.shares import (
+    Amounts,
+    Problem,
+    ShareProblemError,
+    amount_string,
+    amounts_json,
+    float_to_amount,
+    load_inputs,
+    make_problem,
+)
+
+__all__ = [
+    "Flag",
+    "TeamOutcome",
+    "TeamShare",
+    "WhatIf",
+    "compute_shares",
+    "prune_share_history",
+    "solve_problem",
+    "team_shares",
+    "what_if",
+    "what_if_for_request",
+]
+
+logger = logging.getLogger(__name__)
+
+FLAG_GUARANTEES_OVER_CAPACITY = "guarantees-over-capacity"
+FLAG_BELOW_USAGE = "below-usage"
+FLAG_GUARANTEES_SCALED = "guarantees-scaled"
+
+
+# --------------------------------------------------------------------------- solving
+
+
+@dataclass(frozen=True)
+class TeamShare:
+    """One team's solved share, exact amounts; departments count their whole subtree."""
+
+    slug: str
+    parent: str | None
+    weight: int
+    usage: Amounts  # allocated now (subtree)
+    demand: Amounts  # allocated + pending, or the limit fallback (subtree)
+    demand_source: str
+    dominant_share: float  # of usage, against total capacity
+    dominant_resource: str
+    fair_allocation: Amounts
+    fair_share: float  # dominant share of the fair allocation
+    fair_resource: str
+    reason: str
+
+    @property
+    def weighted_share(self) -> float:
+        return self.dominant_share / self.weight
+
+
+def solve_problem(problem: Problem) -> dict[str, Allocation]:
+    """Run the solver; a ProblemError becomes ShareProblemError (a scheduling DomainError)."""
+    try:
+        return solve(problem.capacity, problem.tenants, integral=problem.integral)
+    except ProblemError as e:
+        raise ShareProblemError(str(e)) from e
+
+
+def team_shares(problem: Problem, allocations: Mapping[str, Allocation]) -> dict[str, TeamShare]:
+    """Turn solver floats into exact per-team results, by slug.
+
+    Fair allocations keep every resource that is positive or that the team has a quota for;
+    GPUs (integral resources) are whole numbers, bytes whole bytes, others milli-units.
+    """
+    usage_by_team = {slug: team.usage for slug, team in problem.teams.items()}
+    result = {}
+    for slug, team in problem.teams.items():
+        usage = problem.subtree_sum(slug, usage_by_team)
+        share, resource = dominant_share(
+            {r: float(a) for r, a in usage.items() if r in problem.capacity}, problem.capacity
+        )
+        allocation = allocations[slug]
+        fair = {r: float_to_amount(v, r) for r, v in allocation.resources.items()}
+        fair = {r: a for r, a in fair.items() if a > 0 or r in team.guarantee or r in team.limit}
+        result[slug] = TeamShare(
+            slug=slug,
+            parent=team.parent,
+            weight=team.weight,
+            usage=usage,
+            demand=problem.subtree_sum(slug, problem.demand),
+            demand_source=problem.demand_source[slug],
+            dominant_share=share,
+            dominant_resource=resource,
+            fair_allocation=fair,
+            fair_share=allocation.dominant_share,
+            fair_resource=allocation.dominant_resource,
+            reason=allocation.reason,
+        )
+    return result
+
+
+def compute_shares(*, trigger: str = "schedule", now: datetime | None = None) -> ShareComputation:
+    """Solve the cluster's DRF problem and record one snapshot per active team.
+
+    Steps:
+    1. build the problem from the latest capacity, quotas and usage (constant query count);
+    2. solve it (pure);
+    3. write one ShareComputation and one ShareSnapshot per active team, in one transaction,
+       with the wall time of the whole run in ``duration_ms``.
+
+    Every call records a new computation. Raises NoCapacity when no capacity was ever collected,
+    ShareProblemError when the quotas make an invalid problem (nothing is written then).
+    """
+    now = now or timezone.now()
+    started = time.perf_counter()
+    with transaction.atomic():
+        problem = make_problem(load_inputs())
+        shares = team_shares(problem, solve_problem(problem))
+        for note in problem.notes:
+            logger.warning("compute_shares: %s", note)
+        computation = ShareComputation.objects.create(
+            computed_at=now,
+            trigger=trigger[:64],
+            capacity=amounts_json(problem.capacity_amounts),
+            teams=len(shares),
+        )
+        ShareSnapshot.objects.bulk_create(
+            ShareSnapshot(
+                computation=computation,
+                computed_at=now,
+                team_id=problem.teams[slug].id,
+                usage=amounts_json(share.usage),
+                demand=amounts_json(share.demand),
+                dominant_share=share.dominant_share,
+                dominant_resource=share.dominant_resource,
+                weighted_share=share.weighted_share,
+                fair_allocation=amounts_json(share.fair_allocation),
+                fair_share=share.fair_share,
+                reason=share.reason[:300],
+            )
+            for slug, share in shares.items()
+        )
+        computation.duration_ms = round((time.perf_counter() - started) * 1000)
+        computation.save(update_fields=["duration_ms"])
+    return computation
+
+
+def prune_share_history(*, keep_days: int = 30, now: datetime | None = None) -> int:
+    """Delete computations (and their snapshots) older than ``keep_days``; return how many.
+
+    The latest computation is always kept, however old, so the UI always has current shares.
+    """
+    if keep_days < 0:
+        raise ValueError("keep_days must be >= 0")
+    cutoff = (now or timezone.now()) - timedelta(days=keep_days)
+    latest = ShareComputation.objects.order_by("-computed_at", "-id").values("id")[:1]
+    old = ShareComputation.objects.filter(computed_at__lt=cutoff).exclude(id__in=latest)
+    with transaction.atomic():
+        _, per_model = old.delete()
+    return per_model.get(ShareComputation._meta.label, 0)
+
+
+# --------------------------------------------------------------------------- what-if
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Something an approver must know about a change.
+
+    ``kind``: ``guarantees-over-capacity`` (Σ guarantees over usable capacity: approval would be
+    refused), ``below-usage`` (a new limit under current allocated usage: Kubernetes does not
+    evict, ``namespaces`` lists where workloads keep running over quota, largest first),
+    ``guarantees-scaled`` (guarantees over the raw capacity: scaled down to solve).
+    """
+
+    kind: str
+    message: str
+    team: str | None = None
+    resource: str | None = None
+    namespaces: tuple[tuple[str, Decimal], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "message": self.message,
+            "team": self.team,
+            "resource": self.resource,
+            "namespaces": [
+                {"namespace": name, "allocated": amount_string(amount)}
+                for name, amount in self.namespaces
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class TeamOutcome:
+    """A team's fair share before and after the proposed changes."""
+
+    slug: str
+    parent: str | None
+    before: TeamShare
+    after: TeamShare
+
+    @property
+    def delta(self) -> Amounts:
+        """after − before per resource (every resource either side has), zeros included."""
+        resources = sorted(self.before.fair_allocation.keys() | self.after.fair_allocation.keys())
+        return {
+            r: self.after.fair_allocation.get(r, Decimal(0))
+            - self.before.fair_allocation.get(r, Decimal(0))
+            for r in resources
+        }
+
+    @property
+    def loses(self) -> Amounts:
+        """What the team loses, as positive amounts (empty when it loses nothing)."""
+        return {r: -d for r, d in self.delta.items() if d < 0}
+
+    @property
+    def changed(self) -> bool:
+        return any(self.delta.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        def side(share: TeamShare) -> dict[str, Any]:
+            return {
+                "weight": share.weight,
+                "fair_allocation": amounts_json(share.fair_allocation),
+                "fair_share": round(share.fair_share, 6),
+                "fair_resource": share.fair_resource,
+                "reason": share.reason,
+                "demand": amounts_json(share.demand),
+            }
+
+        return {
+            "team": self.slug,
+            "parent": self.parent,
+            "usage": amounts_json(self.before.usage),
+            "dominant_share": round(self.before.dominant_share, 6),
+            "before": side(self.before),
+            "after": side(self.after),
+            "delta": amounts_json(self.delta),
+        }
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The effect of proposed quota or weight changes on every team's fair share (unsaved)."""
+
+    computed_at: datetime
+    changes: dict[str, Any]  # JSON-ready echo of the proposed changes
+    capacity: Amounts
+    teams: dict[str, TeamOutcome]  # by slug
+    flags: list[Flag] = field(default_factory=list)
+    usage_taken_at: datetime | None = None
+
+    @property
+    def losers(self) -> dict[str, Amounts]:
+        """Teams whose fair allocation shrinks: {slug: {resource: amount lost}}."""
+        return {slug: t.loses for slug, t in self.teams.items() if t.loses}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (Decimal amounts as strings); stored as QuotaRequest.preview."""
+        return {
+            "computed_at": self.computed_at.isoformat(),
+            "usage_taken_at": self.usage_taken_at.isoformat() if self.usage_taken_at else None,
+            "capacity": amounts_json(self.capacity),
+            "changes": self.changes,
+            "teams": [outcome.to_dict() for _, outcome in sorted(self.teams.items())],
+            "losers": {slug: amounts_json(lost) for slug, lost in sorted(self.losers.items())},
+            "flags": [flag.to_dict() for flag in self.flags],
+        }
+
+
+def _changes_json(changes: Mapping[str, Mapping]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for slug, change in sorted(changes.items()):
+        entry: dict[str, Any] = {}
+        if "weight" in change:
+            entry["weight"] = change["weight"]
+        for key in ("guarantee", "limit"):
+            if key in change:
+                entry[key] = {
+                    r: None if a in (None, "") else amount_string(parse_quantity(a, field=key))
+                    for r, a in sorted(change[key].items())
+                }
+        if "tier" in change:
+            tier = change["tier"]
+            entry["tier"] = None if tier is None else str(getattr(tier, "name", tier))
+        result[slug] = entry
+    return result
+
+
+def what_if(
+    changes: Mapping[str, Mapping],
+    *,
+    now: datetime | None = None,
+    exclude_request: int | None = None,
+) -> WhatIf:
+    """Compare fair shares now and with ``changes`` applied; nothing is saved.
+
+    ``changes`` has the shape of ``build_problem``'s overrides: ``{team_slug: {"weight": int,
+    "guarantee": {res: amount}, "limit": {res: amount or None}, "tier": ...}}``.
+
+    Steps:
+    1. read the inputs once; solve them as they are and with the changes;
+    2. compare every team's fair allocation (delta per resource, who loses how much);
+    3. flag guarantees over usable capacity (only resources whose guarantee the changes set,
+       counted as approval counts them: ``quotas.services.committed_guarantees``, excluding
+       ``exclude_request``), new limits below current allocated usage (with the namespaces
+       holding it), and guarantees scaled down to fit the raw capacity.
+
+    Raises ValidationError for malformed changes, NoCapacity, ShareProblemError.
+    """
+    now = now or timezone.now()
+    inputs = load_inputs()
+    before_problem = make_problem(inputs)
+    after_problem = make_problem(inputs, changes)
+    before = team_shares(before_problem, solve_problem(before_problem))
+    after = team_shares(after_problem, solve_problem(after_problem))
+    outcomes = {
+        slug: TeamOutcome(slug, inputs.teams[slug].parent, before[slug], after[slug])
+        for slug in sorted(inputs.teams)
+    }
+
+    flags: list[Flag] = []
+    overrides = {
+        (after_problem.teams[slug].id, resource): after_problem.teams[slug].guarantee[resource]
+        for slug, change in changes.items()
+        for resource in change.get("guarantee", {})
+    }
+    if overrides:
+        totals = committed_guarantees(overrides, now=now, exclude_request=exclude_request)
+        usable = usable_capacity(inputs.capacity)
+        for resource in sorted({r for _, r in overrides}):
+            total, available = totals.get(resource, Decimal(0)), usable.get(resource, Decimal(0))
+            if total > available:
+                flags.append(
+                    Flag(
+                        kind=FLAG_GUARANTEES_OVER_CAPACITY,
+                        resource=resource,
+                        message=(
+                            f"Guarantees for {resource} would total "
+                            f"{format_quantity(total, resource)}, over the "
+                            f"{format_quantity(available, resource)} schedulable."
+                        ),
+                    )
+                )
+    for slug, change in sorted(changes.items()):
+        new_limits = after_problem.teams[slug].limit
+        for resource in sorted(change.get("limit", {})):
+            limit = new_limits.get(resource)
+            used = after[slug].usage.get(resource, Decimal(0))
+            if limit is None or used <= limit:
+                continue
+            holders = [
+                (ns, amounts[resource])
+                for team in after_problem.subtree(slug)
+                for ns, amounts in after_problem.teams[team].namespaces.items()
+                if amounts.get(resource, 0) > 0
+            ]
+            holders.sort(key=lambda item: (-item[1], item[0]))
+            flags.append(
+                Flag(
+                    kind=FLAG_BELOW_USAGE,
+                    team=slug,
+                    resource=resource,
+                    namespaces=tuple(holders),
+                    message=(
+                        f"{slug} uses {format_quantity(used, resource)} {resource}, above the "
+                        f"new limit of {format_quantity(limit, resource)}: workloads keep running "
+                        f"over quota in {', '.join(ns for ns, _ in holders)} "
+                        "(Kubernetes does not evict running pods for a quota change)."
+                    ),
+                )
+            )
+    flags.extend(
+        Flag(kind=FLAG_GUARANTEES_SCALED, message=note)
+        for note in after_problem.notes
+        if note not in before_problem.notes
+    )
+    return WhatIf(
+        computed_at=now,
+        changes=_changes_json(changes),
+        capacity=inputs.capacity,
+        teams=outcomes,
+        flags=flags,
+        usage_taken_at=inputs.usage_taken_at,
+    )
+
+
+def what_if_for_request(
+    request: QuotaRequest,
+    adjustments: Mapping[str, tuple[Decimal | str, Decimal | str | None]] | None = None,
+    *,
+    now: datetime | None = None,
+) -> WhatIf:
+    """Preview a quota request's lines (with an approver's ``adjustments`` {res: (g, l)}).
+
+    The request itself is not counted twice in the capacity check (it is excluded from the
+    reserved temporary grants). Raises ValidationError for an adjustment outside the request.
+    """
+    lines = {line.resource: (line.guarantee, line.limit) for line in request.lines.all()}
+    unknown = sorted(set(adjustments or {}) - set(lines))
+    if unknown:
+        raise ValidationError({"adjustments": f"Not in the request: {', '.join(unknown)}."})
+    lines |= dict(adjustments or {})
+    change = {
+        "guarantee": {resource: g for resource, (g, _) in sorted(lines.items())},
+        "limit": {resource: lim for resource, (_, lim) in sorted(lines.items())},
+    }
+    return what_if({request.team.slug: change}, now=now, exclude_request=request.pk)
