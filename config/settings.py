@@ -203,6 +203,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "monitoring.tasks.rollup_usage",
         "schedule": _every("FAIRSHARE_ROLLUP_INTERVAL", 3600),
     },
+    "check-budgets": {
+        "task": "monitoring.tasks.check_budgets",
+        "schedule": _every("FAIRSHARE_BUDGET_INTERVAL", 3600),
+    },
     "detect-idle-gpus": {
         "task": "monitoring.tasks.detect_idle_gpus",
         "schedule": _every("FAIRSHARE_IDLE_INTERVAL", 300),
@@ -254,7 +258,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "ENUM_NAME_OVERRIDES": {},
+    "ENUM_NAME_OVERRIDES": {
+        "ApiTokenKindEnum": "quotas.models.ApiToken.Kind",
+        "ServiceTokenKindEnum": ["service", "node-agent"],
+        "SyncActionEnum": "scheduling.choices.SyncAction",
+    },
 }
 
 # ----------------------------------------------------------------------------- Fairshare domain
@@ -280,6 +288,10 @@ FAIRSHARE_IDLE_GPU_THRESHOLD = env_int(
 FAIRSHARE_IDLE_GPU_WINDOW_MINUTES = env_int("FAIRSHARE_IDLE_GPU_WINDOW_MINUTES", 30, min_value=1)
 FAIRSHARE_RETENTION_RAW_DAYS = env_int("FAIRSHARE_RETENTION_RAW_DAYS", 14, min_value=1)
 FAIRSHARE_RETENTION_HOURLY_DAYS = env_int("FAIRSHARE_RETENTION_HOURLY_DAYS", 400, min_value=1)
+FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS = env_int(
+    "FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS", 15, min_value=1
+)
+FAIRSHARE_METRICS_TOKEN = env_secret("FAIRSHARE_METRICS_TOKEN", "") or ""
 FAIRSHARE_BUDGET_THRESHOLDS = [
     int(x) for x in env_list("FAIRSHARE_BUDGET_THRESHOLDS", ["80", "100"])
 ]

@@ -1,5 +1,9 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+
+from monitoring import views
 
 app_name = "monitoring"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("metrics", views.metrics, name="metrics"),
+]

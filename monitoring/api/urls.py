@@ -1,5 +1,19 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from monitoring.api import views
 
 app_name = "monitoring-api"
 
-urlpatterns: list = []
+router = SimpleRouter()
+router.register("usage-samples", views.UsageSampleViewSet)
+router.register("usage-rollups", views.UsageRollupViewSet)
+router.register("gpu-samples", views.GpuSampleViewSet)
+router.register("capacity", views.CapacitySnapshotViewSet)
+router.register("rate-cards", views.RateCardViewSet)
+router.register("chargeback/statements", views.ChargebackStatementViewSet)
+
+urlpatterns = [
+    path("chargeback/", views.ChargebackView.as_view(), name="chargeback"),
+    *router.urls,
+]

@@ -49,7 +49,7 @@ appears on most pods.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -124,7 +124,8 @@ class ClusterUsage:
     the CPU/memory that came with them), for chargeback by flavor; pods on nodes without a flavor,
     or on nodes missing from the node list, are not in it. ``pod_counts`` has keys
     ``allocated``, ``pending`` and ``finished``. ``excluded_nodes`` lists, sorted, the nodes left
-    out of capacity.
+    out of capacity. ``namespace_flavors`` is the same as ``flavor_allocated`` keyed by namespace
+    instead of team (``{namespace: {product: {resource: amount}}}``).
     """
 
     capacity: Mapping[str, Decimal]
@@ -134,6 +135,9 @@ class ClusterUsage:
     flavor_allocated: Mapping[str, Mapping[str, Mapping[str, Decimal]]]
     excluded_nodes: tuple[str, ...]
     pod_counts: Mapping[str, int]
+    namespace_flavors: Mapping[str, Mapping[str, Mapping[str, Decimal]]] = field(
+        default_factory=dict
+    )
 
     def to_json_dict(self, *, include_teams: bool = False) -> dict[str, Any]:
         """Render the ``collect_usage --print`` document (sorted keys, :func:`json_number` values).
@@ -418,9 +422,11 @@ def aggregate(
     }
 
     flavor_allocated: dict[str, dict[str, Resources]] = {}
+    namespace_flavors: dict[str, dict[str, Resources]] = {}
     for (namespace, flavor), request in sorted(by_flavor.items()):
         team = namespace_teams.get(namespace, UNASSIGNED)
         _add_into(flavor_allocated.setdefault(team, {}).setdefault(flavor, {}), request)
+        namespace_flavors.setdefault(namespace, {})[flavor] = request
 
     return ClusterUsage(
         capacity=capacity,
@@ -430,4 +436,5 @@ def aggregate(
         flavor_allocated=flavor_allocated,
         excluded_nodes=tuple(sorted(excluded)),
         pod_counts=counts,
+        namespace_flavors=namespace_flavors,
     )

@@ -1,0 +1,79 @@
+"""django-filter FilterSets of the monitoring API."""
+
+from __future__ import annotations
+
+import django_filters as filters
+
+from monitoring.models import (
+    CapacitySnapshot,
+    ChargebackStatement,
+    GpuSample,
+    RateCard,
+    UsageRollup,
+    UsageSample,
+)
+from quotas.api.filtersets import TeamSlugFilter
+
+
+class UsageSampleFilterSet(filters.FilterSet):
+    team = TeamSlugFilter()
+    taken_after = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="gte")
+    taken_before = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="lt")
+
+    class Meta:
+        model = UsageSample
+        fields = ["namespace", "resource", "flavor"]
+
+
+class UsageRollupFilterSet(filters.FilterSet):
+    team = TeamSlugFilter()
+    start_after = filters.IsoDateTimeFilter(field_name="start", lookup_expr="gte")
+    start_before = filters.IsoDateTimeFilter(field_name="start", lookup_expr="lt")
+
+    class Meta:
+        model = UsageRollup
+        fields = ["period", "namespace", "resource", "flavor"]
+
+
+class GpuSampleFilterSet(filters.FilterSet):
+    team = TeamSlugFilter()
+    taken_after = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="gte")
+    taken_before = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="lt")
+    received_after = filters.IsoDateTimeFilter(field_name="received_at", lookup_expr="gt")
+
+    class Meta:
+        model = GpuSample
+        fields = ["node", "uuid", "namespace", "pod", "model"]
+
+
+class CapacitySnapshotFilterSet(filters.FilterSet):
+    taken_after = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="gte")
+    taken_before = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="lt")
+
+    class Meta:
+        model = CapacitySnapshot
+        fields = ["source"]
+
+
+class RateCardFilterSet(filters.FilterSet):
+    valid_at = filters.IsoDateTimeFilter(method="filter_valid_at", help_text="Rates valid then.")
+
+    class Meta:
+        model = RateCard
+        fields = ["resource", "flavor", "currency"]
+
+    def filter_valid_at(self, queryset, name, value):
+        from django.db.models import Q
+
+        return queryset.filter(
+            Q(valid_to__isnull=True) | Q(valid_to__gt=value), valid_from__lte=value
+        )
+
+
+class ChargebackStatementFilterSet(filters.FilterSet):
+    start_after = filters.IsoDateTimeFilter(field_name="start", lookup_expr="gte")
+    start_before = filters.IsoDateTimeFilter(field_name="start", lookup_expr="lt")
+
+    class Meta:
+        model = ChargebackStatement
+        fields = ["group_by"]

@@ -1,0 +1,239 @@
+"""REST API of the monitoring app: usage, GPU samples (and their ingest), capacity, rate cards,
+chargeback reports and frozen statements."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.db.models import Q
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from monitoring import chargeback
+from monitoring.api import filtersets, serializers
+from monitoring.api.renderers import ChargebackCSVRenderer
+from monitoring.domain.chargeback import CSV_COLUMNS
+from monitoring.models import (
+    CapacitySnapshot,
+    ChargebackStatement,
+    GpuSample,
+    RateCard,
+    UsageRollup,
+    UsageSample,
+)
+from quotas.api.mixins import AuditedWriteMixin
+from quotas.api.permissions import IsNodeAgentToken, IsSiteAdminOrReadOnly, with_defaults
+
+CHARGEBACK_SCOPES = ("read:chargeback",)
+
+
+class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
+    """Raw usage samples (allocated and pending requests per namespace) of visible teams."""
+
+    queryset = UsageSample.objects.select_related("team")
+    serializer_class = serializers.UsageSampleSerializer
+    filterset_class = filtersets.UsageSampleFilterSet
+    ordering_fields = ["taken_at", "namespace", "resource"]
+
+    def get_queryset(self):
+        return super().get_queryset().visible_to(self.request.user)
+
+
+class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):
+    """Hourly and daily usage rollups of visible teams (``?period=hour|day``)."""
+
+    queryset = UsageRollup.objects.select_related("team")
+    serializer_class = serializers.UsageRollupSerializer
+    filterset_class = filtersets.UsageRollupFilterSet
+    read_scopes = CHARGEBACK_SCOPES
+    ordering_fields = ["start", "namespace", "resource"]
+
+    def get_queryset(self):
+        return super().get_queryset().visible_to(self.request.user)
+
+
+class GpuSampleViewSet(viewsets.ReadOnlyModelViewSet):
+    """GPU readings of visible teams; node agents POST batches to ``ingest``."""
+
+    queryset = GpuSample.objects.select_related("team")
+    serializer_class = serializers.GpuSampleSerializer
+    filterset_class = filtersets.GpuSampleFilterSet
+    ordering_fields = ["taken_at", "node", "index"]
+
+    @property
+    def allow_node_agent(self) -> bool:
+        return self.action == "ingest"
+
+    @property
+    def throttle_scope(self) -> str | None:
+        return "ingest" if self.action == "ingest" else None
+
+    def get_queryset(self):
+        return super().get_queryset().visible_to(self.request.user)
+
+    @extend_schema(
+        request=serializers.IngestBatchSerializer,
+        responses={200: serializers.IngestResultSerializer},
+    )
+    @action(
+        detail=False,
+        methods=["post"],
+        permission_classes=with_defaults(IsNodeAgentToken),
+    )
+    def ingest(self, request):
+        """Store one agent batch: node-agent tokens only, for their own node (400 otherwise)."""
+        from monitoring.services import ingest_gpu_batch
+
+        result = ingest_gpu_batch(token_node=request.auth.node, batch=request.data)
+        return Response(asdict(result))
+
+
+class CapacitySnapshotViewSet(viewsets.ReadOnlyModelViewSet):
+    """Schedulable cluster capacity over time; ``latest`` is the one quotas are checked against."""
+
+    queryset = CapacitySnapshot.objects.all()
+    serializer_class = serializers.CapacitySnapshotSerializer
+    filterset_class = filtersets.CapacitySnapshotFilterSet
+    ordering_fields = ["taken_at"]
+
+    @extend_schema(responses={200: serializers.CapacitySnapshotSerializer})
+    @action(detail=False, methods=["get"])
+    def latest(self, request):
+        """The newest capacity record (404 before the first collection)."""
+        snapshot = self.get_queryset().order_by("-taken_at", "-id").first()
+        if snapshot is None:
+            from django.http import Http404
+
+            raise Http404("No capacity has been collected yet.")
+        return Response(self.get_serializer(snapshot).data)
+
+
+class RateCardViewSet(AuditedWriteMixin, viewsets.ModelViewSet):
+    """Prices per unit-hour (GPU-, core-, GiB-hour); site admins write, rates may not overlap."""
+
+    queryset = RateCard.objects.all()
+    serializer_class = serializers.RateCardSerializer
+    filterset_class = filtersets.RateCardFilterSet
+    permission_classes = with_defaults(IsSiteAdminOrReadOnly)
+    read_scopes = CHARGEBACK_SCOPES
+    ordering_fields = ["resource", "valid_from"]
+
+    def audit_team(self, instance):
+        return None
+
+    def check_write(self, instance) -> None:
+        from django.core.exceptions import ValidationError
+
+        if not instance.valid_from:
+            return
+        overlapping = RateCard.objects.filter(
+            Q(valid_to__isnull=True) | Q(valid_to__gt=instance.valid_from),
+            resource=instance.resource,
+            flavor=instance.flavor,
+        ).exclude(pk=instance.pk)
+        if instance.valid_to is not None:
+            overlapping = overlapping.filter(valid_from__lt=instance.valid_to)
+        clash = overlapping.first()
+        if clash is not None:
+            raise ValidationError(
+                {"valid_from": f"Overlaps rate #{clash.pk} ({clash}); end that one first."}
+            )
+
+
+_CHARGEBACK_PARAMS = [
+    OpenApiParameter("start", OpenApiTypes.STR, required=True, description="Date or ISO time."),
+    OpenApiParameter("end", OpenApiTypes.STR, required=True, description="Date or ISO time."),
+    OpenApiParameter("group_by", OpenApiTypes.STR, description="e.g. team,resource"),
+]
+
+
+class ChargebackView(APIView):
+    """Chargeback for [start, end): JSON, or CSV (``Accept: text/csv`` or ``?format=csv``).
+
+    Admins and service tokens (``read:chargeback``/``read:all``) see every team; leads,
+    members and viewers only their teams' rows.
+    """
+
+    renderer_classes = [JSONRenderer, ChargebackCSVRenderer]
+    read_scopes = CHARGEBACK_SCOPES
+    throttle_scope = "chargeback"
+
+    @extend_schema(
+        parameters=_CHARGEBACK_PARAMS,
+        responses={
+            200: OpenApiResponse(
+                serializers.ChargebackReportSerializer,
+                description=f"CSV columns: {', '.join(CSV_COLUMNS)}",
+            )
+        },
+    )
+    def get(self, request):
+        query = serializers.ChargebackQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        params = query.validated_data
+        result = chargeback.build_report(
+            start=params["start"], end=params["end"], group_by=params["group_by"], user=request.user
+        )
+        data = {
+            "start": result.report.start.isoformat(),
+            "end": result.report.end.isoformat(),
+            "group_by": list(result.report.group_by),
+            "currency": result.currency,
+            "columns": list(CSV_COLUMNS),
+            "rows": result.rows(),
+            "total": result.total_row(),
+            "budgets": result.budget_rows(),
+            "unpriced_records": result.report.total.unpriced_records,
+        }
+        response = Response(data)
+        if request.accepted_renderer.format == "csv":
+            name = f"chargeback-{params['start']:%Y%m%d}-{params['end']:%Y%m%d}.csv"
+            response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+
+class ChargebackStatementViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Frozen monthly statements. POST (site admins) freezes a finished month; GET shows the
+    frozen figures (rows of the teams you can see) and ``late`` changes since."""
+
+    queryset = ChargebackStatement.objects.select_related("frozen_by")
+    serializer_class = serializers.ChargebackStatementSerializer
+    filterset_class = filtersets.ChargebackStatementFilterSet
+    permission_classes = with_defaults(IsSiteAdminOrReadOnly)
+    read_scopes = CHARGEBACK_SCOPES
+    throttle_scope = "chargeback"
+    ordering_fields = ["start", "frozen_at"]
+
+    def _detail(self, statement) -> dict:
+        base = serializers.ChargebackStatementSerializer(
+            statement, context=self.get_serializer_context()
+        ).data
+        return dict(base) | chargeback.statement_view(statement, user=self.request.user)
+
+    @extend_schema(responses={200: serializers.ChargebackStatementDetailSerializer})
+    def retrieve(self, request, pk=None):
+        return Response(self._detail(self.get_object()))
+
+    @extend_schema(
+        request=serializers.StatementCreateSerializer,
+        responses={201: serializers.ChargebackStatementDetailSerializer},
+    )
+    def create(self, request):
+        body = serializers.StatementCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        statement = chargeback.freeze_month(
+            month=body.validated_data["month"],
+            group_by=body.validated_data["group_by"],
+            actor=request.user,
+        )
+        return Response(self._detail(statement), status=status.HTTP_201_CREATED)

@@ -1,0 +1,561 @@
+"""Chargeback at the database edge: load rollups, rate cards and budgets for ``[start, end)``, run
+the pure report (monitoring.domain.chargeback), freeze months and name late changes.
+
+Reading the rollups (a constant number of queries, whatever the number of teams or days):
+
+1. Rate cards overlapping the period (one query) and budgets of the teams in scope (one query).
+2. Whole UTC days inside the period are read from the *daily* rollups; the rest from the
+   *hourly* ones: whole hours summed like the days, and the (at most two) hours cut by ``start``
+   or ``end`` read raw, so the report clips them exactly as it clips any bucket.
+3. Days and hours are summed in SQL per *segment* and per group (the grouped fields plus
+   resource and flavor). Segments are cut at every calendar month (budget periods) and at every
+   rate change (a rate changing mid-day makes that day a segment of its own, and the pure report
+   splits it at the exact instant). Inside a segment nothing changes price or budget, so summing
+   its buckets gives the report the same cost, hours and budget figures as the buckets would.
+4. The pure report floors idle GPU-hours and unused guarantee *per bucket*. So that summing
+   keeps those figures, SQL also sums ``least(guarantee, allocated)`` and
+   ``greatest(allocated - used, 0)`` per bucket, and each group-segment becomes up to three
+   records whose own floors add up to the per-bucket ones (``_split``).
+
+Consequence worth knowing: ``unpriced_records`` counts these summed records, not rollup rows.
+
+Budgets (``quotas.Budget``: hours per calendar month) become one domain Budget per month the
+period touches. They only apply when the report is grouped by team; the report is then run in
+chunks of teams, so that matching lines to budgets stays linear in the number of teams, and the
+total comes from a run over the records summed by resource (the same exact sums).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from itertools import pairwise
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Case, DecimalField, F, IntegerField, Q, Sum, Value, When
+from django.db.models.functions import Greatest, Least
+from django.utils import timezone
+
+from monitoring.choices import RollupPeriod
+from monitoring.domain import chargeback as domain
+from monitoring.exceptions import DomainError
+from monitoring.models import ChargebackStatement, RateCard, UsageRollup
+from quotas.choices import AuditVerb
+from quotas.models import Budget
+from quotas.querysets import is_site_admin
+
+__all__ = [
+    "MAX_PERIOD",
+    "UNASSIGNED",
+    "AlreadyFrozen",
+    "ChargebackResult",
+    "build_report",
+    "freeze_month",
+    "month_bounds",
+    "statement_view",
+]
+
+MAX_PERIOD = timedelta(days=400)
+UNASSIGNED = "unassigned"  # namespaces no team owns (DESIGN.md, monitoring)
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+TEAM_CHUNK = 50
+_DEC = DecimalField(max_digits=40, decimal_places=6)
+_ZERO = Decimal(0)
+
+
+class AlreadyFrozen(DomainError):
+    """The month is already frozen for this grouping (the API answers 409)."""
+
+
+@dataclass(frozen=True)
+class ChargebackResult:
+    """The pure report plus what the API shows around it."""
+
+    report: domain.Report
+    currency: str
+
+    def rows(self) -> list[dict[str, str]]:
+        return domain.to_rows(self.report)
+
+    def total_row(self) -> dict[str, str]:
+        (row,) = domain.to_rows(replace(self.report, lines=(self.report.total,)))
+        return row
+
+    def budget_rows(self) -> list[dict[str, str]]:
+        return budget_rows(self.report.lines)
+
+
+def budget_rows(lines: Iterable[domain.Line]) -> list[dict[str, str]]:
+    """One row per (line, budget): how much of each monthly budget the line consumed."""
+    out = []
+    for line in lines:
+        for use in line.budgets:
+            out.append(
+                dict(line.key)
+                | {
+                    "resource": use.resource,
+                    "start": use.start.isoformat(),
+                    "end": use.end.isoformat(),
+                    "limit_hours": format(use.limit_hours, "f"),
+                    "used_hours": format(use.used_hours, "f"),
+                    "used_pct": format(use.used_pct, "f"),
+                }
+            )
+    return out
+
+
+# ---------------------------------------------------------------- time helpers
+
+
+def _floor(t: datetime, step: timedelta) -> datetime:
+    t = t.astimezone(UTC)
+    if step == DAY:
+        return t.replace(hour=0, minute=0, second=0, microsecond=0)
+    return t.replace(minute=0, second=0, microsecond=0)
+
+
+def _ceil(t: datetime, step: timedelta) -> datetime:
+    floor = _floor(t, step)
+    return floor if floor == t else floor + step
+
+
+def _next_month(t: datetime) -> datetime:
+    return t.replace(year=t.year + t.month // 12, month=t.month % 12 + 1)
+
+
+def month_bounds(month: date) -> tuple[datetime, datetime]:
+    """[first instant, first instant of the next month) in UTC."""
+    start = datetime(month.year, month.month, 1, tzinfo=UTC)
+    return start, _next_month(start)
+
+
+def _months(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]:
+    """Calendar months (UTC) overlapping [start, end)."""
+    first = _floor(start, DAY).replace(day=1)
+    out = []
+    while first < end:
+        out.append((first, _next_month(first)))
+        first = _next_month(first)
+    return out
+
+
+def _segments(lo: datetime, hi: datetime, cuts: Iterable[datetime], step: timedelta) -> list:
+    """Split [lo, hi) (aligned to ``step``) at ``cuts``; an unaligned cut isolates its step."""
+    points = {lo, hi}
+    for t in cuts:
+        for p in (_floor(t, step), _ceil(t, step)):
+            if lo < p < hi:
+                points.add(p)
+    return list(pairwise(sorted(points)))
+
+
+# ---------------------------------------------------------------- loading
+
+
+@dataclass
+class _Sums:
+    """Exact sums of one group over one segment (allocated, used, guarantee and the floors)."""
+
+    allocated: Decimal = _ZERO
+    used: Decimal = _ZERO
+    guarantee: Decimal = _ZERO
+    covered: Decimal = _ZERO  # Σ min(guarantee, allocated)
+    idle: Decimal = _ZERO  # Σ max(allocated - used, 0)
+
+    def add(self, other: _Sums) -> None:
+        self.allocated += other.allocated
+        self.used += other.used
+        self.guarantee += other.guarantee
+        self.covered += other.covered
+        self.idle += other.idle
+
+
+# (team, cost_center, namespace, resource, flavor)
+_Group = tuple[str, str, str, str, str]
+
+
+def _split(seg: tuple[datetime, datetime], group: _Group, s: _Sums) -> list[domain.UsageRecord]:
+    """Records over ``seg`` whose figures, floored per record, equal the per-bucket floors.
+
+    1. allocated = Σmin(G, A) with the whole guarantee: its unused guarantee is Σmax(G - A, 0);
+    2. allocated = Σmax(A - G, 0) with no guarantee (unused 0);
+    3. used only = Σmax(U - A, 0) (idle 0).
+    Used hours are spread over 1 and 2 so that their idle adds up to Σmax(A - U, 0).
+    """
+    a1, a2 = s.covered, s.allocated - s.covered
+    idle1 = min(s.idle, a1)
+    u1, u2 = a1 - idle1, a2 - (s.idle - idle1)
+    u3 = s.used - (s.allocated - s.idle)
+    team, cost_center, namespace, resource, flavor = group
+    parts = [(a1, u1, s.guarantee)]
+    if a2 or u2:
+        parts.append((a2, u2, _ZERO))
+    if u3:
+        parts.append((_ZERO, u3, _ZERO))
+    return [
+        domain.UsageRecord(
+            start=seg[0],
+            end=seg[1],
+            team=team,
+            cost_center=cost_center,
+            namespace=namespace,
+            resource=resource,
+            flavor=flavor,
+            allocated_hours=a,
+            used_hours=u,
+            guarantee_hours=g,
+        )
+        for a, u, g in parts
+    ]
+
+
+_SUMS = {
+    "a": Sum("allocated_hours"),
+    "u": Sum("used_hours"),
+    "g": Sum("guarantee_hours"),
+    "ga": Sum(Least("guarantee_hours", "allocated_hours", output_field=_DEC)),
+    "i": Sum(Greatest(F("allocated_hours") - F("used_hours"), Value(_ZERO), output_field=_DEC)),
+}
+
+
+def _dims(group_by: Sequence[str]) -> list[str]:
+    dims = []
+    if "team" in group_by or "cost_center" in group_by:
+        dims += ["team__slug", "team__cost_center"]
+    if "namespace" in group_by:
+        dims.append("namespace")
+    return [*dims, "resource", "flavor"]
+
+
+def _group_of(row: dict) -> _Group:
+    slug = row.get("team__slug", "")
+    return (
+        slug if slug is not None else UNASSIGNED,
+        row.get("team__cost_center") or "",
+        row.get("namespace", ""),
+        row["resource"],
+        row["flavor"],
+    )
+
+
+def _summed(queryset, period: str, segments: list, dims: list[str]) -> list[tuple]:
+    """One query: Σ per (segment, dims) of the ``period`` rollups starting inside ``segments``."""
+    if not segments:
+        return []
+    inside = Q()
+    whens = []
+    for index, (s, e) in enumerate(segments):
+        inside |= Q(start__gte=s, start__lt=e)
+        whens.append(When(start__gte=s, start__lt=e, then=Value(index)))
+    rows = (
+        queryset.filter(inside, period=period)
+        .order_by()
+        .annotate(seg=Case(*whens, output_field=IntegerField()))
+        .values("seg", *dims)
+        .annotate(**_SUMS)
+    )
+    return [
+        (
+            segments[row["seg"]],
+            _group_of(row),
+            _Sums(row["a"], row["u"], row["g"], row["ga"], row["i"]),
+        )
+        for row in rows
+    ]
+
+
+def _raw(queryset, starts: list[datetime], dims: list[str]) -> list[domain.UsageRecord]:
+    """Hourly rollups starting at ``starts`` (the hours cut by the period's edges), unsummed."""
+    if not starts:
+        return []
+    rows = queryset.filter(period=RollupPeriod.HOUR, start__in=starts).values(
+        "start", "team__slug", "team__cost_center", "namespace", "resource", "flavor",
+        "allocated_hours", "used_hours", "guarantee_hours",
+    )  # fmt: skip
+    records = []
+    for row in rows:
+        team, cost_center, _, resource, flavor = _group_of(row)
+        records.append(
+            domain.UsageRecord(
+                start=row["start"],
+                end=row["start"] + HOUR,
+                team=team if "team__slug" in dims else "",
+                cost_center=cost_center if "team__slug" in dims else "",
+                namespace=row["namespace"] if "namespace" in dims else "",
+                resource=resource,
+                flavor=flavor,
+                allocated_hours=row["allocated_hours"],
+                used_hours=row["used_hours"],
+                guarantee_hours=row["guarantee_hours"],
+            )
+        )
+    return records
+
+
+def _rates(start: datetime, end: datetime) -> tuple[list[domain.Rate], str]:
+    rates, currencies = [], set()
+    for card in RateCard.objects.filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=start), valid_from__lt=end
+    ):
+        currencies.add(card.currency)
+        rates.append(
+            domain.Rate(
+                resource=card.resource,
+                flavor=card.flavor,
+                price_per_unit_hour=card.price_per_unit_hour,
+                valid_from=card.valid_from,
+                valid_to=card.valid_to,
+            )
+        )
+    if len(currencies) > 1:
+        raise domain.ChargebackError(
+            f"rate cards mix currencies ({', '.join(sorted(currencies))}); one is assumed"
+        )
+    return rates, (currencies.pop() if currencies else "")
+
+
+def _budgets(user, start: datetime, end: datetime) -> list[domain.Budget]:
+    queryset = Budget.objects if user is None else Budget.objects.visible_to(user)
+    months = _months(start, end)
+    return [
+        domain.Budget(team=slug, resource=resource, start=a, end=b, limit_hours=hours)
+        for slug, resource, hours in queryset.values_list("team__slug", "resource", "monthly_hours")
+        for a, b in months
+    ]
+
+
+# ---------------------------------------------------------------- report
+
+
+def _check(start: datetime, end: datetime, group_by: Sequence[str]) -> tuple[str, ...]:
+    if timezone.is_naive(start) or timezone.is_naive(end):
+        raise domain.ChargebackError("start and end must carry a time zone")
+    if end <= start:
+        raise domain.ChargebackError("end must be after start")
+    if end - start > MAX_PERIOD:
+        raise domain.ChargebackError(f"a report covers at most {MAX_PERIOD.days} days")
+    fields = tuple(group_by)
+    unknown = [name for name in fields if name not in domain.GROUP_FIELDS]
+    if unknown or len(set(fields)) != len(fields):
+        raise domain.ChargebackError(
+            f"group_by takes distinct fields among {', '.join(domain.GROUP_FIELDS)}"
+        )
+    return fields
+
+
+def build_report(
+    *, start: datetime, end: datetime, group_by: Sequence[str], user=None
+) -> ChargebackResult:
+    """The chargeback report for [start, end) grouped by ``group_by``.
+
+    ``user`` limits the report to the teams they can see (``visible_to``: leads and members see
+    their teams, admins everything, rows without a team are for admins); None means everything
+    (freezing). Raises ChargebackError for a bad period, grouping or rate card.
+    """
+    fields = _check(start, end, group_by)
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
+    if user is not None and is_site_admin(user):
+        user = None
+    rollups = UsageRollup.objects.all() if user is None else UsageRollup.objects.visible_to(user)
+    dims = _dims(fields)
+
+    rates, currency = _rates(start, end)
+    budgets = _budgets(user, start, end) if "team" in fields else []
+    rate_cuts = [t for r in rates for t in (r.valid_from, r.valid_to) if t is not None]
+    month_cuts = [a for a, _ in _months(start, end)]
+    cuts = rate_cuts + month_cuts
+
+    # Whole days from daily rollups, whole hours around them from hourly ones, cut hours raw.
+    d0, d1 = _ceil(start, DAY), _floor(end, DAY)
+    h0, h1 = _ceil(start, HOUR), _floor(end, HOUR)
+    day_segments = _segments(d0, d1, cuts, DAY) if d0 < d1 else []
+    hour_ranges = [(h0, d0), (d1, h1)] if d0 < d1 else [(h0, h1)]
+    hour_segments = [
+        seg for lo, hi in hour_ranges if lo < hi for seg in _segments(lo, hi, cuts, HOUR)
+    ]
+    edge_hours = set()
+    if start != h0:
+        edge_hours.add(_floor(start, HOUR))
+    if end != h1:
+        edge_hours.add(h1)
+    summed = _summed(rollups, RollupPeriod.DAY, day_segments, dims) + _summed(
+        rollups, RollupPeriod.HOUR, hour_segments, dims
+    )
+    raw = _raw(rollups, sorted(edge_hours), dims)
+
+    records = _merge(summed, rate_cuts, budgets)
+    records += raw
+    total = _total(summed, raw, rates, start, end)
+    report = _run(records, rates, budgets, start=start, end=end, fields=fields, total=total)
+    return ChargebackResult(report=report, currency=currency)
+
+
+def _merge(summed: list[tuple], rate_cuts: list[datetime], budgets: list) -> list:
+    """Sum segments back together where only the month cut them and no budget needs the month.
+
+    Segments with no rate change between them share their prices, so one record holding their
+    sums costs the same (every segment lies inside the period: the report clips nothing). A
+    segment with a rate change strictly inside stays alone: the report splits it in time.
+    """
+    budgeted = {(b.team, b.resource) for b in budgets}
+    order = sorted(set(rate_cuts))
+    merged: dict[tuple, _Sums] = {}
+    bounds: dict[tuple, tuple[datetime, datetime]] = {}
+    for seg, group, sums in summed:
+        alone = (group[0], group[3]) in budgeted or any(seg[0] < t < seg[1] for t in order)
+        slot = seg if alone else sum(1 for t in order if t <= seg[0])
+        key = (slot, group)
+        if key in merged:
+            merged[key].add(sums)
+            lo, hi = bounds[key]
+            bounds[key] = (min(lo, seg[0]), max(hi, seg[1]))
+        else:
+            merged[key] = replace(sums)
+            bounds[key] = seg
+    records = []
+    for key, sums in merged.items():
+        records += _split(bounds[key], key[1], sums)
+    return records
+
+
+def _total(summed, raw, rates, start, end) -> domain.Line:
+    """The total line: a run over the sums by (segment, resource, flavor) only."""
+    by_resource: dict[tuple, _Sums] = defaultdict(_Sums)
+    for seg, group, sums in summed:
+        by_resource[(seg, ("", "", "", group[3], group[4]))].add(sums)
+    records = [r for (seg, group), sums in by_resource.items() for r in _split(seg, group, sums)]
+    records += [replace(r, team="", cost_center="", namespace="") for r in raw]
+    return domain.report(records, rates, start=start, end=end, group_by=()).total
+
+
+def _run(records, rates, budgets, *, start, end, fields, total) -> domain.Report:
+    """Run the pure report, in chunks of teams when budgets apply (lines never span teams)."""
+    if not budgets:
+        result = domain.report(records, rates, start=start, end=end, group_by=fields)
+        return replace(result, total=total)
+    by_team: dict[str, list] = defaultdict(list)
+    for record in records:
+        by_team[record.team].append(record)
+    budgets_of: dict[str, list] = defaultdict(list)
+    for budget in budgets:
+        budgets_of[budget.team].append(budget)
+    teams = sorted(by_team)
+    lines: list[domain.Line] = []
+    unpriced: list[domain.Unpriced] = []
+    for i in range(0, len(teams), TEAM_CHUNK):
+        chunk = teams[i : i + TEAM_CHUNK]
+        part = domain.report(
+            [r for team in chunk for r in by_team[team]],
+            rates,
+            start=start,
+            end=end,
+            group_by=fields,
+            budgets=[b for team in chunk for b in budgets_of.get(team, ())],
+        )
+        lines += part.lines
+        unpriced += part.unpriced
+    lines.sort(key=lambda line: tuple(value for _, value in line.key))
+    unpriced.sort(key=lambda u: (u.start, u.end, u.record.team, u.record.resource))
+    return domain.Report(
+        start=start,
+        end=end,
+        group_by=fields,
+        lines=tuple(lines),
+        total=total,
+        unpriced=tuple(unpriced),
+    )
+
+
+# ---------------------------------------------------------------- statements
+
+
+def freeze_month(*, month: date, group_by: Sequence[str], actor, now=None) -> ChargebackStatement:
+    """Freeze the statement of a finished calendar month (UTC) for ``group_by``.
+
+    Raises ChargebackError (month not over yet, bad grouping) or AlreadyFrozen.
+    """
+    from quotas.services import audit
+
+    now = now or timezone.now()
+    start, end = month_bounds(month)
+    if end > now:
+        raise domain.ChargebackError(
+            f"{start:%Y-%m} is not over yet; freeze it from {end:%Y-%m-%d}"
+        )
+    fields = tuple(group_by)
+    key = ",".join(fields)
+    result = build_report(start=start, end=end, group_by=fields, user=None)
+    frozen = domain.freeze(result.report)
+    data = frozen.to_dict() | {
+        "currency": result.currency,
+        "total": result.total_row(),
+        "budgets": result.budget_rows(),
+    }
+    with transaction.atomic():
+        if (
+            ChargebackStatement.objects.select_for_update()
+            .filter(start=start, end=end, group_by=key)
+            .exists()
+        ):
+            raise AlreadyFrozen(f"{start:%Y-%m} is already frozen by {key}.")
+        statement = ChargebackStatement.objects.create(
+            start=start, end=end, group_by=key, frozen_by=actor, data=data
+        )
+        audit(
+            actor=actor,
+            verb=AuditVerb.CREATE,
+            obj=statement,
+            team=None,
+            after={"total_cost": data["total_cost"], "rows": len(data["rows"])},
+        )
+    return statement
+
+
+def statement_view(statement: ChargebackStatement, *, user) -> dict[str, Any]:
+    """The frozen figures (rows of teams ``user`` can see) plus ``late`` changes since.
+
+    ``late`` diffs the frozen statement against a recomputation of the same period and
+    grouping: rows added, removed or changed by rollups that arrived after freezing.
+    """
+    data = statement.data
+    frozen = domain.FrozenStatement.from_dict(data)
+    current = build_report(start=frozen.start, end=frozen.end, group_by=frozen.group_by, user=None)
+    changes = domain.diff_reports(frozen, current.report)
+    allowed = None if is_site_admin(user) else _visible_slugs(user)
+
+    def visible(team: str) -> bool:
+        return allowed is None or team in allowed
+
+    late = [
+        {
+            "key": dict(change.key),
+            "kind": change.kind,
+            "changes": [
+                {"column": column, "frozen": old, "current": new}
+                for column, old, new in change.changes
+            ],
+        }
+        for change in changes
+        if visible(dict(change.key).get("team", ""))
+    ]
+    rows = [row for row in data["rows"] if visible(row.get("team", ""))]
+    return {
+        "rows": rows,
+        "total": data.get("total") if allowed is None else None,
+        "total_cost": data["total_cost"] if allowed is None else None,
+        "budgets": [b for b in data.get("budgets", []) if visible(b.get("team", ""))],
+        "currency": data.get("currency", ""),
+        "unpriced_records": data["unpriced_records"],
+        "late": late,
+    }
+
+
+def _visible_slugs(user) -> set[str]:
+    from quotas.models import Team
+
+    return set(Team.objects.visible_to(user).values_list("slug", flat=True))

@@ -1,0 +1,974 @@
+"""Monitoring services: store collections, ingest GPU samples, roll up, detect idle GPUs, budgets.
+
+Every function takes ``now`` (default: the clock) so jobs can be replayed for a past time.
+
+**Integration rule** (rollups and budgets turn point samples into resource-hours):
+
+* A ``UsageSample`` describes the cluster from its collection time until the next collection,
+  capped at 2 × the collection interval (the ``collect-usage`` beat schedule, default 60 s):
+  a collector outage therefore counts at most two intervals after the last sample, never the
+  whole outage. Collections are the distinct times of ``UsageSample`` and ``CapacitySnapshot``
+  rows, so a collection that found a namespace idle (no row) ends that namespace's previous
+  sample. The last sample holds until ``now`` at most.
+* A ``GpuSample`` describes its GPU until the same GPU's next sample, capped at 2 × the agent
+  interval (``FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS``, default 15 s). ``used_hours`` =
+  Σ util_gpu/100 × that time, for samples attributed to a pod; ``avg_utilization`` is the
+  time-weighted mean. Samples without utilization (MIG devices) count for neither.
+* Intervals are split at bucket boundaries; buckets are UTC hours and UTC days.
+* ``guarantee_hours`` (TeamQuota guarantee × hours) goes on the row of the team's first
+  namespace (by name), resource as in the quota, flavor "". Teams without a namespace get no
+  guarantee row. Quotas have no history, so re-running an old window uses today's guarantees.
+
+GPU flavors: the node label ``nvidia.com/gpu.product`` is NVML's device name with spaces
+replaced by dashes (GPU feature discovery's rule), so a GpuSample's ``model`` maps to the same
+flavor as the allocated amounts of its node.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.db.models import Max, Min
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from monitoring.choices import AlertStatus, RollupPeriod
+from monitoring.collectors import k8s_usage
+from monitoring.domain.aggregate import ClusterUsage
+from monitoring.exceptions import CollectorError
+from monitoring.models import (
+    BudgetAlert,
+    CapacitySnapshot,
+    GpuSample,
+    IdleGpuAlert,
+    UsageRollup,
+    UsageSample,
+)
+from monitoring.notify import notify_team
+from quotas.models import Budget, Namespace, TeamQuota
+
+logger = logging.getLogger(__name__)
+
+GPU = "nvidia.com/gpu"
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+_ROLLUP_LOCK_KEY = 0x0FA1_0B5E  # advisory lock id for "rollup buckets"
+_AMOUNT_PLACES = Decimal("0.000001")
+_FUTURE_TOLERANCE = timedelta(minutes=5)
+_MAX_SAMPLES_PER_BATCH = 10_000
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def collect_interval() -> timedelta:
+    """The collection interval from the ``collect-usage`` beat entry (default 60 s)."""
+    entry = getattr(settings, "CELERY_BEAT_SCHEDULE", {}).get("collect-usage") or {}
+    schedule = entry.get("schedule")
+    if isinstance(schedule, timedelta):
+        return schedule
+    if isinstance(schedule, int | float):
+        return timedelta(seconds=schedule)
+    return timedelta(seconds=60)
+
+
+def gpu_agent_interval() -> timedelta:
+    """The agents' sampling interval (``FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS``, default 15)."""
+    return timedelta(seconds=getattr(settings, "FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS", 15))
+
+
+def is_gpu_resource(resource: str) -> bool:
+    """True for resources tracked per GPU flavor: ``*/gpu`` and MIG slices (``*/mig-*``)."""
+    return resource.endswith("/gpu") or "/mig-" in resource
+
+
+def flavor_of_model(model: str) -> str:
+    """Map an NVML device name to the node label value (``NVIDIA H100`` → ``NVIDIA-H100``)."""
+    return "-".join(model.split())
+
+
+def decimal_string(amount: Decimal) -> str:
+    """Render an exact amount without exponent (``Decimal("1E+3")`` → ``"1000"``)."""
+    if amount == amount.to_integral_value():
+        return str(int(amount))
+    return format(amount.normalize(), "f")
+
+
+# --------------------------------------------------------------------------- collection
+
+
+def namespace_teams() -> dict[str, str]:
+    """Return ``{namespace: team slug}`` for every namespace Fairshare knows."""
+    return dict(Namespace.objects.values_list("name", "team__slug"))
+
+
+def observe_cluster(
+    namespace_map: Mapping[str, str], *, api_client: Any = None, stats: dict | None = None
+) -> tuple[ClusterUsage, str]:
+    """Observe the configured cluster (or ``api_client``); return ``(usage, source)``.
+
+    ``FAIRSHARE_CLUSTER=snapshot:PATH`` reads the dump (the demo); ``kubeconfig[:PATH]`` and
+    ``in-cluster`` LIST the API server. Raises CollectorError when collection is disabled or the
+    snapshot cannot be read, K8sError subclasses when the API server fails.
+    """
+    if api_client is not None:
+        return k8s_usage.collect(api_client, namespace_map, stats=stats), "kubernetes"
+    mode, _, arg = settings.FAIRSHARE_CLUSTER.partition(":")
+    if mode == "snapshot":
+        return k8s_usage.from_snapshot(arg, namespace_map, stats=stats), f"snapshot:{arg}"[:64]
+    if mode == "disabled":
+        raise CollectorError("usage collection is disabled (FAIRSHARE_CLUSTER=disabled)")
+    from scheduling.k8s.client import build_api_client
+
+    timeout = (5.0, float(getattr(settings, "FAIRSHARE_KUBE_TIMEOUT", 30)))
+    client = build_api_client(mode, kubeconfig=arg or None, timeout=timeout)
+    try:
+        return k8s_usage.collect(client, namespace_map, stats=stats), "kubernetes"
+    finally:
+        client.close()
+
+
+def collect_usage(*, now: datetime | None = None, api_client: Any = None):
+    """Observe the cluster once and store it; return ``(CapacitySnapshot, n_samples)``.
+
+    The source is ``api_client`` when given, else ``settings.FAIRSHARE_CLUSTER``. Raises
+    CollectorError (disabled, unreadable snapshot) or K8sError (API failures); nothing is
+    written then.
+    """
+    now = now or timezone.now()
+    namespace_map = namespace_teams()
+    stats: dict[str, int] = {}
+    usage, source = observe_cluster(namespace_map, api_client=api_client, stats=stats)
+    nodes = max(0, stats.get("nodes", 0) - len(usage.excluded_nodes))
+    return store_usage(usage, now=now, source=source, nodes=nodes)
+
+
+def store_usage(
+    usage: ClusterUsage, *, now: datetime, source: str, nodes: int = 0
+) -> tuple[CapacitySnapshot, int]:
+    """Write one CapacitySnapshot and its UsageSample rows in one transaction.
+
+    Rows: one per namespace × resource with a non-zero amount. GPU resources allocated on
+    flavored nodes get one row per flavor; what remains (pods on unlabelled nodes) and every
+    pending amount go on the flavor "" row. ``team`` is null for unassigned namespaces.
+    """
+    team_ids = dict(Namespace.objects.values_list("name", "team_id"))
+    rows: list[UsageSample] = []
+    for name, ns_usage in usage.namespaces.items():
+        team_id = team_ids.get(name)
+        by_flavor = usage.namespace_flavors.get(name, {})
+        for resource in sorted(set(ns_usage.allocated) | set(ns_usage.pending)):
+            allocated = ns_usage.allocated.get(resource, Decimal(0))
+            pending = ns_usage.pending.get(resource, Decimal(0))
+            if is_gpu_resource(resource):
+                for flavor in sorted(by_flavor):
+                    amount = by_flavor[flavor].get(resource, Decimal(0))
+                    if amount:
+                        rows.append(_usage_row(now, team_id, name, resource, flavor, amount, 0))
+                        allocated -= amount
+            if allocated or pending:
+                rows.append(_usage_row(now, team_id, name, resource, "", allocated, pending))
+    with transaction.atomic():
+        snapshot = CapacitySnapshot.objects.create(
+            taken_at=now,
+            source=source,
+            resources={r: decimal_string(v) for r, v in sorted(usage.capacity.items())},
+            flavors={
+                product: {r: decimal_string(v) for r, v in sorted(amounts.items())}
+                for product, amounts in sorted(usage.flavors.items())
+            },
+            nodes=nodes,
+        )
+        UsageSample.objects.bulk_create(rows, batch_size=2000)
+    logger.info(
+        "stored collection at %s from %s: %d samples, %d schedulable nodes",
+        now.isoformat(),
+        source,
+        len(rows),
+        nodes,
+    )
+    return snapshot, len(rows)
+
+
+def _usage_row(now, team_id, namespace, resource, flavor, allocated, pending) -> UsageSample:
+    return UsageSample(
+        taken_at=now,
+        team_id=team_id,
+        namespace=namespace,
+        resource=resource,
+        flavor=flavor,
+        allocated=Decimal(allocated),
+        pending=Decimal(pending),
+    )
+
+
+# --------------------------------------------------------------------------- GPU ingest
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What one agent batch did. ``rejected_reasons`` name each refused sample by index."""
+
+    node: str
+    accepted: int
+    duplicates: int
+    rejected_reasons: list[str] = field(default_factory=list)
+    agent_version: str = ""
+    agent_dropped: int = 0
+    agent_skipped: int = 0
+
+
+def _number(sample: Mapping, key: str, *, low=None, high=None, integer=False):
+    value = sample.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{key} must be a number or null")
+    if integer and value != int(value):
+        raise ValueError(f"{key} must be a whole number")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{key} must be between {low} and {high}")
+    return int(value) if integer else float(value)
+
+
+def _attribution(processes: Any) -> tuple[str, str]:
+    """Pick the pod of a GPU: the resolved process using the most memory (ties: by name)."""
+    if not isinstance(processes, list):
+        return "", ""
+    candidates = []
+    for proc in processes:
+        if not isinstance(proc, dict):
+            continue
+        namespace, pod = proc.get("namespace"), proc.get("pod")
+        if isinstance(namespace, str) and namespace and isinstance(pod, str) and pod:
+            mem = proc.get("mem_used")
+            mem = mem if isinstance(mem, int) and not isinstance(mem, bool) else 0
+            candidates.append((-mem, namespace[:63], pod[:253]))
+    if not candidates:
+        return "", ""
+    _, namespace, pod = min(candidates)
+    return namespace, pod
+
+
+def _parse_sample(raw: Any, *, node: str, now: datetime, teams: Mapping[str, int]) -> GpuSample:
+    if not isinstance(raw, dict):
+        raise ValueError("must be an object")
+    ts = raw.get("ts")
+    taken_at = parse_datetime(ts) if isinstance(ts, str) else None
+    if taken_at is None:
+        raise ValueError("ts must be an ISO 8601 time")
+    if timezone.is_naive(taken_at):
+        raise ValueError("ts must carry a time zone")
+    if taken_at > now + _FUTURE_TOLERANCE:
+        raise ValueError("ts is in the future")
+    uuid = raw.get("uuid")
+    if not isinstance(uuid, str) or not uuid or len(uuid) > 64:
+        raise ValueError("uuid must be a non-empty string of at most 64 characters")
+    index = _number(raw, "index", low=0, high=32767, integer=True) or 0
+    model = raw.get("model") or ""
+    if not isinstance(model, str):
+        raise ValueError("model must be a string")
+    namespace, pod = _attribution(raw.get("processes"))
+    return GpuSample(
+        taken_at=taken_at,
+        node=node,
+        uuid=uuid,
+        index=index,
+        model=model[:128],
+        util_gpu=_number(raw, "util_gpu", low=0, high=100),
+        util_mem=_number(raw, "util_mem", low=0, high=100),
+        mem_used=_number(raw, "mem_used", low=0, integer=True),
+        mem_total=_number(raw, "mem_total", low=0, integer=True),
+        power_w=_number(raw, "power_w", low=0),
+        temp_c=_number(raw, "temp_c"),
+        namespace=namespace,
+        pod=pod,
+        team_id=teams.get(namespace) if namespace else None,
+    )
+
+
+def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = None) -> IngestResult:
+    """Validate and store one GPU agent batch (format: ``monitoring.collectors.agent``).
+
+    1. The batch's ``node``, and any sample's own ``node``, must be the token's node: a node
+       token may only report its own GPUs. Otherwise raise ValidationError({"node": ...}).
+       A batch that is not the documented shape raises ValidationError naming the field.
+    2. Each invalid sample is skipped and listed in ``rejected_reasons``
+       (``"samples[3]: ts must be an ISO 8601 time"``); the others are stored.
+    3. Pod namespaces map to teams (unknown namespaces: no team).
+    4. Samples are inserted with ``ignore_conflicts`` on (uuid, taken_at), so a retried batch
+       (the agent resends after a timeout) is counted in ``duplicates`` and stored once.
+    5. The agent's cumulative ``dropped_samples``/``skipped_samples`` are logged when non-zero
+       and returned on the result.
+    """
+    now = now or timezone.now()
+    if not isinstance(batch, dict):
+        raise ValidationError({"batch": "The batch must be a JSON object."})
+    node = batch.get("node")
+    if not isinstance(node, str) or not node:
+        raise ValidationError({"node": "The batch must name its node."})
+    if node != token_node:
+        raise ValidationError(
+            {"node": f"This token belongs to node {token_node!r}; it cannot report for {node!r}."}
+        )
+    samples = batch.get("samples", [])
+    if not isinstance(samples, list):
+        raise ValidationError({"samples": "samples must be a list."})
+    if len(samples) > _MAX_SAMPLES_PER_BATCH:
+        raise ValidationError(
+            {"samples": f"A batch holds at most {_MAX_SAMPLES_PER_BATCH} samples."}
+        )
+    for i, raw in enumerate(samples):
+        other = raw.get("node") if isinstance(raw, dict) else None
+        if other is not None and other != token_node:
+            raise ValidationError(
+                {"node": f"samples[{i}] is from node {other!r}; this token is for {token_node!r}."}
+            )
+    agent = batch.get("agent")
+    agent = {} if agent is None else agent
+    if not isinstance(agent, dict):
+        raise ValidationError({"agent": "agent must be an object."})
+
+    teams = dict(Namespace.objects.values_list("name", "team_id"))
+    reasons: list[str] = []
+    parsed: dict[tuple[str, datetime], GpuSample] = {}
+    duplicates = 0
+    for i, raw in enumerate(samples):
+        try:
+            sample = _parse_sample(raw, node=node, now=now, teams=teams)
+        except ValueError as e:
+            reasons.append(f"samples[{i}]: {e}")
+            continue
+        key = (sample.uuid, sample.taken_at)
+        if key in parsed:
+            duplicates += 1
+            continue
+        parsed[key] = sample
+    if parsed:
+        existing = set(
+            GpuSample.objects.filter(
+                uuid__in={k[0] for k in parsed}, taken_at__in={k[1] for k in parsed}
+            ).values_list("uuid", "taken_at")
+        )
+        fresh = [s for k, s in parsed.items() if k not in existing]
+        duplicates += len(parsed) - len(fresh)
+        # ignore_conflicts covers a concurrent retry of the same batch racing this one.
+        GpuSample.objects.bulk_create(fresh, ignore_conflicts=True, batch_size=2000)
+    else:
+        fresh = []
+
+    dropped = _counter(agent, "dropped_samples")
+    skipped = _counter(agent, "skipped_samples")
+    if dropped or skipped:
+        logger.warning(
+            "gpu agent on %s reports %d dropped and %d skipped samples since it started",
+            node,
+            dropped,
+            skipped,
+        )
+    if reasons:
+        logger.warning("rejected %d samples from %s: %s", len(reasons), node, "; ".join(reasons))
+    return IngestResult(
+        node=node,
+        accepted=len(fresh),
+        duplicates=duplicates,
+        rejected_reasons=reasons,
+        agent_version=str(agent.get("version") or "")[:32],
+        agent_dropped=dropped,
+        agent_skipped=skipped,
+    )
+
+
+def _counter(agent: Mapping, key: str) -> int:
+    value = agent.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+# --------------------------------------------------------------------------- integration
+
+
+def floor_hour(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def floor_day(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _spread(a: datetime, b: datetime, size: timedelta) -> Iterator[tuple[datetime, float]]:
+    """Split [a, b) at bucket boundaries; yield ``(bucket start, seconds)``."""
+    floor = floor_hour if size == HOUR else floor_day
+    while a < b:
+        bucket = floor(a)
+        end = min(b, bucket + size)
+        yield bucket, (end - a).total_seconds()
+        a = end
+
+
+@dataclass
+class _Acc:
+    """Running totals of one bucket × namespace × resource × flavor (seconds, not hours)."""
+
+    team_id: int | None = None
+    allocated: Decimal = Decimal(0)
+    pending: Decimal = Decimal(0)
+    guarantee: Decimal = Decimal(0)
+    used: float = 0.0
+    util_seconds: float = 0.0
+    samples: int = 0
+
+    def to_rollup(self, period: str, key: tuple) -> UsageRollup:
+        start, namespace, resource, flavor = key
+        avg = 100 * self.used / self.util_seconds if self.util_seconds else None
+        return UsageRollup(
+            period=period,
+            start=start,
+            team_id=self.team_id,
+            namespace=namespace,
+            resource=resource,
+            flavor=flavor,
+            allocated_hours=_hours(self.allocated),
+            pending_hours=_hours(self.pending),
+            used_hours=_hours(Decimal(repr(self.used))),
+            guarantee_hours=_hours(self.guarantee),
+            avg_utilization=None if avg is None else round(avg, 4),
+            samples=self.samples,
+        )
+
+
+def _hours(seconds: Decimal) -> Decimal:
+    return (seconds / 3600).quantize(_AMOUNT_PLACES)
+
+
+Key = tuple[datetime, str, str, str]
+
+
+def _collection_times(lo: datetime, hi: datetime) -> list[datetime]:
+    times = set(
+        UsageSample.objects.filter(taken_at__gte=lo, taken_at__lt=hi)
+        .values_list("taken_at", flat=True)
+        .distinct()
+    )
+    times.update(
+        CapacitySnapshot.objects.filter(taken_at__gte=lo, taken_at__lt=hi).values_list(
+            "taken_at", flat=True
+        )
+    )
+    return sorted(times)
+
+
+def _next_collection(after: datetime) -> datetime | None:
+    candidates = [
+        UsageSample.objects.filter(taken_at__gte=after).aggregate(t=Min("taken_at"))["t"],
+        CapacitySnapshot.objects.filter(taken_at__gte=after).aggregate(t=Min("taken_at"))["t"],
+    ]
+    return min((t for t in candidates if t is not None), default=None)
+
+
+def integrate_usage(
+    start: datetime,
+    end: datetime,
+    *,
+    now: datetime,
+    size: timedelta = HOUR,
+    resources: Iterable[str] | None = None,
+    gpu: bool = True,
+) -> dict[Key, _Acc]:
+    """Integrate raw samples over [start, end) into buckets of ``size`` (see module docstring).
+
+    Returns ``{(bucket start, namespace, resource, flavor): totals in seconds}``; buckets may be
+    partial when ``start``/``end`` are not aligned. ``resources`` limits the UsageSample rows
+    read; ``gpu=False`` skips GpuSamples (budgets need allocation only).
+    """
+    acc: dict[Key, _Acc] = defaultdict(_Acc)
+    cap = 2 * collect_interval()
+    horizon = min(end, now)
+    times = _collection_times(start - cap, end)
+    following = _next_collection(end)
+    hold: dict[datetime, datetime] = {}
+    for i, moment in enumerate(times):
+        nxt = times[i + 1] if i + 1 < len(times) else following
+        limit = moment + cap
+        hold[moment] = min(limit, nxt) if nxt is not None else min(limit, max(horizon, moment))
+
+    rows = UsageSample.objects.filter(taken_at__gte=start - cap, taken_at__lt=end)
+    if resources is not None:
+        rows = rows.filter(resource__in=list(resources))
+    for taken_at, team_id, namespace, resource, flavor, allocated, pending in rows.values_list(
+        "taken_at", "team_id", "namespace", "resource", "flavor", "allocated", "pending"
+    ).iterator(chunk_size=5000):
+        a, b = max(taken_at, start), min(hold.get(taken_at, taken_at), end)
+        for bucket, seconds in _spread(a, b, size):
+            item = acc[(bucket, namespace, resource, flavor)]
+            item.team_id = item.team_id or team_id
+            secs = Decimal(repr(seconds))
+            item.allocated += allocated * secs
+            item.pending += pending * secs
+
+    if gpu:
+        _integrate_gpus(acc, start, end, horizon, size)
+    return acc
+
+
+def _integrate_gpus(
+    acc: dict[Key, _Acc], start: datetime, end: datetime, horizon: datetime, size: timedelta
+) -> None:
+    cap = 2 * gpu_agent_interval()
+    rows = (
+        GpuSample.objects.filter(taken_at__gte=start - cap, taken_at__lt=end + cap)
+        .order_by("uuid", "taken_at")
+        .values_list("uuid", "taken_at", "util_gpu", "namespace", "team_id", "model")
+    )
+    previous = None
+    for row in rows.iterator(chunk_size=5000):
+        if previous is not None:
+            _add_gpu_interval(
+                acc,
+                previous,
+                row if row[0] == previous[0] else None,
+                start,
+                end,
+                horizon,
+                cap,
+                size,
+            )
+        previous = row
+    if previous is not None:
+        _add_gpu_interval(acc, previous, None, start, end, horizon, cap, size)
+
+
+def _add_gpu_interval(acc, sample, following, start, end, horizon, cap, size) -> None:
+    _, taken_at, util, namespace, team_id, model = sample
+    if util is None or not namespace:
+        return
+    limit = taken_at + cap
+    stop = min(limit, following[1]) if following is not None else min(limit, max(horizon, taken_at))
+    key_tail = (namespace, GPU, flavor_of_model(model))
+    if start <= taken_at < end:
+        item = acc[(floor_hour(taken_at) if size == HOUR else floor_day(taken_at), *key_tail)]
+        item.samples += 1
+        item.team_id = item.team_id or team_id
+    for bucket, seconds in _spread(max(taken_at, start), min(stop, end), size):
+        item = acc[(bucket, *key_tail)]
+        item.team_id = item.team_id or team_id
+        item.used += util / 100 * seconds
+        item.util_seconds += seconds
+
+
+def _add_guarantees(acc: dict[Key, _Acc], buckets: list[datetime], size: timedelta) -> None:
+    first_namespace: dict[int, str] = {}
+    for team_id, name in Namespace.objects.order_by("name").values_list("team_id", "name"):
+        first_namespace.setdefault(team_id, name)
+    quotas = TeamQuota.objects.filter(guarantee__gt=0, team__active=True).values_list(
+        "team_id", "resource", "guarantee"
+    )
+    seconds = Decimal(int(size.total_seconds()))
+    for team_id, resource, guarantee in quotas:
+        namespace = first_namespace.get(team_id)
+        if namespace is None:
+            continue
+        for bucket in buckets:
+            item = acc[(bucket, namespace, resource, "")]
+            item.team_id = team_id
+            item.guarantee += Decimal(guarantee) * seconds
+
+
+# --------------------------------------------------------------------------- rollups
+
+
+@dataclass(frozen=True)
+class RollupResult:
+    start: datetime
+    end: datetime
+    hourly: int
+    daily: int
+
+
+def _rollup_lock() -> None:
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ROLLUP_LOCK_KEY])
+
+
+def rollup_usage(
+    *, start: datetime | None = None, end: datetime | None = None, now: datetime | None = None
+) -> RollupResult:
+    """Recompute hourly rollups for [start, end) and daily rollups for the days it touches.
+
+    Windows are aligned to whole UTC hours (``start`` floored, ``end`` floored and never past
+    the current hour, which is still filling). Defaults: ``end`` = the start of the current
+    hour; ``start`` = two hours earlier, or the hour after the newest hourly rollup if that is
+    older (catching up after an outage, back to the raw retention at most).
+
+    Idempotent: the window's hourly buckets and the touched days' daily buckets are deleted and
+    recreated in one transaction (serialized by an advisory lock on PostgreSQL), so running it
+    twice gives the same rows, and re-running a past window picks up late GPU samples. Daily
+    rows are sums of the hourly rows; their ``avg_utilization`` is weighted by ``samples``
+    (GPU readings behind each hour's average).
+    """
+    now = now or timezone.now()
+    current = floor_hour(now)
+    end = min(floor_hour(end), current) if end is not None else current
+    if start is None:
+        start = end - 2 * HOUR
+        latest = UsageRollup.objects.filter(period=RollupPeriod.HOUR).aggregate(t=Max("start"))["t"]
+        oldest_raw = now - timedelta(days=settings.FAIRSHARE_RETENTION_RAW_DAYS)
+        if latest is not None and latest + HOUR < start:
+            start = max(latest + HOUR, floor_hour(oldest_raw))
+    start = floor_hour(start)
+    if start >= end:
+        return RollupResult(start, end, 0, 0)
+
+    acc = integrate_usage(start, end, now=now, size=HOUR)
+    buckets = []
+    moment = start
+    while moment < end:
+        buckets.append(moment)
+        moment += HOUR
+    _add_guarantees(acc, buckets, HOUR)
+    hourly = [item.to_rollup(RollupPeriod.HOUR, key) for key, item in sorted(acc.items())]
+
+    first_day, last_day = floor_day(start), floor_day(end - timedelta(microseconds=1))
+    with transaction.atomic():
+        _rollup_lock()
+        UsageRollup.objects.filter(
+            period=RollupPeriod.HOUR, start__gte=start, start__lt=end
+        ).delete()
+        UsageRollup.objects.bulk_create(hourly, batch_size=2000)
+        daily = _daily_rows(first_day, last_day + DAY)
+        UsageRollup.objects.filter(
+            period=RollupPeriod.DAY, start__gte=first_day, start__lt=last_day + DAY
+        ).delete()
+        UsageRollup.objects.bulk_create(daily, batch_size=2000)
+    logger.info(
+        "rolled up %s..%s: %d hourly and %d daily rows",
+        start.isoformat(),
+        end.isoformat(),
+        len(hourly),
+        len(daily),
+    )
+    return RollupResult(start, end, len(hourly), len(daily))
+
+
+def _daily_rows(first_day: datetime, stop: datetime) -> list[UsageRollup]:
+    totals: dict[Key, dict[str, Any]] = {}
+    rows = UsageRollup.objects.filter(
+        period=RollupPeriod.HOUR, start__gte=first_day, start__lt=stop
+    ).values_list(
+        "start",
+        "namespace",
+        "resource",
+        "flavor",
+        "team_id",
+        "allocated_hours",
+        "pending_hours",
+        "used_hours",
+        "guarantee_hours",
+        "avg_utilization",
+        "samples",
+    )
+    for start, ns, res, flavor, team_id, alloc, pend, used, guar, avg, samples in rows:
+        key = (floor_day(start), ns, res, flavor)
+        item = totals.setdefault(
+            key,
+            {"team_id": team_id, "sums": [Decimal(0)] * 4, "util": 0.0, "samples": 0},
+        )
+        item["team_id"] = item["team_id"] or team_id
+        for i, value in enumerate((alloc, pend, used, guar)):
+            item["sums"][i] += value
+        if avg is not None and samples:
+            item["util"] += avg * samples
+            item["samples"] += samples
+    return [
+        UsageRollup(
+            period=RollupPeriod.DAY,
+            start=key[0],
+            namespace=key[1],
+            resource=key[2],
+            flavor=key[3],
+            team_id=item["team_id"],
+            allocated_hours=item["sums"][0],
+            pending_hours=item["sums"][1],
+            used_hours=item["sums"][2],
+            guarantee_hours=item["sums"][3],
+            avg_utilization=round(item["util"] / item["samples"], 4) if item["samples"] else None,
+            samples=item["samples"],
+        )
+        for key, item in sorted(totals.items())
+    ]
+
+
+def prune_samples(now: datetime | None = None) -> dict[str, int]:
+    """Delete raw samples past ``FAIRSHARE_RETENTION_RAW_DAYS`` and hourly rollups past
+    ``FAIRSHARE_RETENTION_HOURLY_DAYS``; daily rollups are kept. The newest CapacitySnapshot is
+    always kept (quota capacity checks read it). Returns deleted counts per model."""
+    now = now or timezone.now()
+    raw_cutoff = now - timedelta(days=settings.FAIRSHARE_RETENTION_RAW_DAYS)
+    hourly_cutoff = now - timedelta(days=settings.FAIRSHARE_RETENTION_HOURLY_DAYS)
+    newest = CapacitySnapshot.objects.order_by("-taken_at", "-id").values_list("pk", flat=True)
+    keep = list(newest[:1])
+    deleted = {
+        "usage_samples": UsageSample.objects.filter(taken_at__lt=raw_cutoff).delete()[0],
+        "gpu_samples": GpuSample.objects.filter(taken_at__lt=raw_cutoff).delete()[0],
+        "capacity_snapshots": CapacitySnapshot.objects.filter(taken_at__lt=raw_cutoff)
+        .exclude(pk__in=keep)
+        .delete()[0],
+        "hourly_rollups": UsageRollup.objects.filter(
+            period=RollupPeriod.HOUR, start__lt=hourly_cutoff
+        ).delete()[0],
+    }
+    if any(deleted.values()):
+        logger.info("pruned %s", deleted)
+    return deleted
+
+
+# --------------------------------------------------------------------------- idle GPUs
+
+
+@dataclass(frozen=True)
+class IdleGpu:
+    uuid: str
+    node: str
+    namespace: str
+    pod: str
+    team_id: int
+    since: datetime
+    avg_utilization: float
+
+
+@dataclass(frozen=True)
+class IdleResult:
+    idle_gpus: int
+    opened: list[int]
+    extended: list[int]
+    resolved: list[int]
+
+
+def find_idle_gpus(*, now: datetime, threshold: float, window: timedelta) -> list[IdleGpu]:
+    """Return the GPUs idle for the whole window ending at ``now``.
+
+    A GPU is idle when, over its samples from the last one at or before ``now − window``
+    until ``now``:
+
+    1. the window is full: such a sample exists (a GPU observed for less than the window is
+       not judged yet);
+    2. it still reports: the newest sample is at most 2 × the agent interval old;
+    3. there is no gap longer than 2 × the agent interval (missing data is not idleness);
+    4. every sample is attributed to the same pod of a known team;
+    5. every sample's ``util_gpu`` is known and strictly under ``threshold`` (a GPU exactly at
+       the threshold is not idle).
+    """
+    cap = 2 * gpu_agent_interval()
+    window_start = now - window
+    rows = (
+        GpuSample.objects.filter(taken_at__gte=window_start - cap, taken_at__lte=now)
+        .order_by("uuid", "taken_at")
+        .values_list("uuid", "taken_at", "util_gpu", "node", "namespace", "pod", "team_id")
+    )
+    idle: list[IdleGpu] = []
+    group: list[tuple] = []
+    for row in rows.iterator(chunk_size=5000):
+        if group and group[0][0] != row[0]:
+            idle.extend(_judge(group, now, window_start, cap, threshold))
+            group = []
+        group.append(row)
+    if group:
+        idle.extend(_judge(group, now, window_start, cap, threshold))
+    return idle
+
+
+def _judge(group, now, window_start, cap, threshold) -> list[IdleGpu]:
+    first = max((i for i, row in enumerate(group) if row[1] <= window_start), default=None)
+    if first is None:
+        return []
+    samples = group[first:]
+    if now - samples[-1][1] > cap:
+        return []
+    uuid, _, _, node, namespace, pod, team_id = samples[0]
+    for previous, row in itertools.pairwise(samples):
+        if row[1] - previous[1] > cap:
+            return []
+    for row in samples:
+        if row[2] is None or row[2] >= threshold:
+            return []
+        if (row[4], row[5], row[6]) != (namespace, pod, team_id) or not pod or team_id is None:
+            return []
+    average = sum(row[2] for row in samples) / len(samples)
+    return [IdleGpu(uuid, node, namespace, pod, team_id, samples[0][1], average)]
+
+
+def _suggestion(
+    *, gpus: int, node: str, namespace: str, pod: str, avg: float, minutes: int, threshold: float
+) -> str:
+    return (
+        f"{gpus} GPU(s) on node {node} allocated to pod {namespace}/{pod} averaged "
+        f"{avg:.1f} % utilization over the last {minutes} minutes (idle threshold "
+        f"{threshold:g} %). Release them for other teams: stop or scale down the workload "
+        f"(kubectl -n {namespace} delete pod {pod}), or request fewer GPUs per pod."
+    )
+
+
+def detect_idle_gpus(*, now: datetime | None = None) -> IdleResult:
+    """Open, extend and resolve IdleGpuAlerts; notify a team's leads once per new alert.
+
+    GPUs found by :func:`find_idle_gpus` (``FAIRSHARE_IDLE_GPU_THRESHOLD`` %,
+    ``FAIRSHARE_IDLE_GPU_WINDOW_MINUTES``) are grouped per team, namespace, pod and node: one
+    alert each. An open alert for the same group is extended (``last_seen_at``, GPU count and
+    average updated); otherwise one is opened with a reclaim suggestion. Open alerts whose group
+    is no longer idle are resolved. Notifications go out after the commit, claimed with a
+    conditional update on ``notified_at`` so two concurrent runs never send the same one twice.
+    """
+    now = now or timezone.now()
+    threshold = float(settings.FAIRSHARE_IDLE_GPU_THRESHOLD)
+    minutes = int(settings.FAIRSHARE_IDLE_GPU_WINDOW_MINUTES)
+    idle = find_idle_gpus(now=now, threshold=threshold, window=timedelta(minutes=minutes))
+    groups: dict[tuple[int, str, str, str], list[IdleGpu]] = defaultdict(list)
+    for gpu in idle:
+        groups[(gpu.team_id, gpu.namespace, gpu.pod, gpu.node)].append(gpu)
+
+    opened, extended, resolved = [], [], []
+    with transaction.atomic():
+        open_alerts = {
+            (a.team_id, a.namespace, a.pod, a.node): a
+            for a in IdleGpuAlert.objects.select_for_update().filter(status=AlertStatus.OPEN)
+        }
+        for key, gpus in sorted(groups.items()):
+            team_id, namespace, pod, node = key
+            avg = round(sum(g.avg_utilization for g in gpus) / len(gpus), 2)
+            text = _suggestion(
+                gpus=len(gpus),
+                node=node,
+                namespace=namespace,
+                pod=pod,
+                avg=avg,
+                minutes=minutes,
+                threshold=threshold,
+            )
+            alert = open_alerts.pop(key, None)
+            if alert is not None:
+                alert.last_seen_at = now
+                alert.gpus = len(gpus)
+                alert.avg_utilization = avg
+                alert.suggestion = text
+                alert.save(update_fields=["last_seen_at", "gpus", "avg_utilization", "suggestion"])
+                extended.append(alert.pk)
+            else:
+                alert = IdleGpuAlert.objects.create(
+                    team_id=team_id,
+                    namespace=namespace,
+                    pod=pod,
+                    node=node,
+                    gpus=len(gpus),
+                    avg_utilization=avg,
+                    started_at=min(g.since for g in gpus),
+                    last_seen_at=now,
+                    suggestion=text,
+                )
+                opened.append(alert.pk)
+        stale = [a.pk for a in open_alerts.values()]
+        if stale:
+            IdleGpuAlert.objects.filter(pk__in=stale).update(status=AlertStatus.RESOLVED)
+            resolved.extend(stale)
+
+    for alert in IdleGpuAlert.objects.filter(
+        status=AlertStatus.OPEN, notified_at__isnull=True
+    ).select_related("team"):
+        claimed = IdleGpuAlert.objects.filter(pk=alert.pk, notified_at__isnull=True).update(
+            notified_at=now
+        )
+        if claimed:
+            notify_team(
+                alert.team,
+                subject=f"{alert.gpus} idle GPU(s) in {alert.namespace}",
+                body=alert.suggestion,
+            )
+    if opened or resolved:
+        logger.info(
+            "idle GPUs: %d idle, alerts opened %s, extended %s, resolved %s",
+            len(idle),
+            opened,
+            extended,
+            resolved,
+        )
+    return IdleResult(len(idle), opened, extended, resolved)
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+def month_start(moment: datetime) -> datetime:
+    """The first instant of ``moment``'s calendar month, in UTC (rollups are UTC buckets)."""
+    return floor_day(moment).replace(day=1)
+
+
+def month_to_date_hours(*, now: datetime) -> dict[tuple[int, str], Decimal]:
+    """Return ``{(team id, resource): allocated resource-hours}`` for this UTC month so far.
+
+    Complete hours come from hourly rollups; the time after the newest rolled-up hour (the
+    current hour, or more if the rollup job is behind) is integrated from raw samples.
+    """
+    first = month_start(now)
+    totals: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
+    rolled = UsageRollup.objects.filter(
+        period=RollupPeriod.HOUR, start__gte=first, start__lt=now, team__isnull=False
+    )
+    latest = rolled.aggregate(t=Max("start"))["t"]
+    for team_id, resource, hours in rolled.values_list("team_id", "resource", "allocated_hours"):
+        totals[(team_id, resource)] += hours
+    raw_from = max(first, latest + HOUR) if latest is not None else first
+    if raw_from < now:
+        for (_, _, resource, _), item in integrate_usage(
+            raw_from, now, now=now, size=DAY, gpu=False
+        ).items():
+            if item.team_id is not None and item.allocated:
+                totals[(item.team_id, resource)] += _hours(item.allocated)
+    return dict(totals)
+
+
+def check_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
+    """Raise a BudgetAlert the first time a team's month-to-date usage crosses each threshold.
+
+    Usage is allocated resource-hours of the budget's resource (requests × time, what
+    chargeback bills), for the budget's team only. Thresholds are
+    ``FAIRSHARE_BUDGET_THRESHOLDS`` percent (default 80 and 100) of ``monthly_hours``. The
+    unique (budget, month, threshold) constraint makes each alert, and its notification,
+    happen once per month even when runs overlap. Returns the alerts created now.
+    """
+    now = now or timezone.now()
+    month: date = month_start(now).date()
+    used = month_to_date_hours(now=now)
+    thresholds = sorted(set(settings.FAIRSHARE_BUDGET_THRESHOLDS))
+    created: list[BudgetAlert] = []
+    for budget in Budget.objects.select_related("team").order_by("team__slug", "resource"):
+        hours = used.get((budget.team_id, budget.resource), Decimal(0)).quantize(Decimal("0.001"))
+        for threshold in thresholds:
+            if hours < budget.monthly_hours * threshold / 100:
+                break
+            alert, is_new = BudgetAlert.objects.get_or_create(
+                budget=budget, month=month, threshold=threshold, defaults={"used_hours": hours}
+            )
+            if not is_new:
+                continue
+            created.append(alert)
+            notify_team(
+                budget.team,
+                subject=f"{budget.team.slug} reached {threshold} % of its {budget.resource} budget",
+                body=(
+                    f"Team {budget.team.name} has used {hours} of its {budget.monthly_hours} "
+                    f"{budget.resource}-hours for {month:%B %Y} ({threshold} % threshold)."
+                ),
+            )
+            alert.notified_at = timezone.now()
+            alert.save(update_fields=["notified_at"])
+    return created

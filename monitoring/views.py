@@ -1,0 +1,57 @@
+"""HTTP views of the monitoring app: the Prometheus scrape endpoint."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from monitoring.metrics import build_registry
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK = frozenset({"127.0.0.1", "::1"})
+_PROXY_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+
+
+def metrics_allowed(request: HttpRequest) -> tuple[bool, int]:
+    """Decide whether this request may read /metrics; return ``(allowed, status if refused)``.
+
+    * ``FAIRSHARE_METRICS_TOKEN`` set: only ``Authorization: Bearer <token>`` (compared in
+      constant time) is let in, from anywhere; anything else is 401.
+    * Not set (the default): only direct loopback requests (``REMOTE_ADDR`` 127.0.0.1 or ::1
+      *and* no proxy header such as X-Forwarded-For) are let in; anything else is 403. A
+      request relayed by a local reverse proxy looks local, so the proxy headers rule it out;
+      deployments that scrape over the network set the token.
+    """
+    token = getattr(settings, "FAIRSHARE_METRICS_TOKEN", "") or ""
+    if token:
+        scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+        ok = scheme.lower() == "bearer" and hmac.compare_digest(
+            presented.strip().encode(), token.encode()
+        )
+        return ok, 401
+    local = request.META.get("REMOTE_ADDR") in LOOPBACK
+    proxied = any(request.META.get(header) for header in _PROXY_HEADERS)
+    return local and not proxied, 403
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Serve the Prometheus text exposition of :mod:`monitoring.metrics`."""
+    allowed, status = metrics_allowed(request)
+    if not allowed:
+        response = HttpResponse(
+            "Forbidden: /metrics needs a bearer token (FAIRSHARE_METRICS_TOKEN).\n",
+            status=status,
+            content_type="text/plain; charset=utf-8",
+        )
+        if status == 401:
+            response["WWW-Authenticate"] = 'Bearer realm="fairshare-metrics"'
+        return response
+    body = generate_latest(build_registry())
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
