@@ -40,11 +40,9 @@ def collect_usage() -> dict:
 
 @shared_task(name="monitoring.tasks.rollup_usage")
 def rollup_usage(start: str | None = None, end: str | None = None) -> dict:
-    """Roll raw samples up (beat, hourly), prune past retention, then check budgets."""
+    """Roll raw samples up (beat, hourly) and prune past retention."""
     result = services.rollup_usage(start=_when(start), end=_when(end))
     pruned = services.prune_samples()
-    # No beat entry exists for budgets: month-to-date usage only changes as rollups land.
-    check_budgets.delay()
     return {
         "start": result.start.isoformat(),
         "end": result.end.isoformat(),
