@@ -1,0 +1,128 @@
+"""Formatting filters for Fairshare templates: quantities, GPU-hours, percentages, timestamps.
+
+They only format values; they never query the database (``site_admin`` reads the answer cached
+on the user by ``is_site_admin``, one query per request at most).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+
+from quotas.quantities import format_quantity, is_integral_resource
+from quotas.querysets import is_site_admin
+from scheduling.domain.quantity import BINARY_SUFFIXES, is_byte_resource
+
+register = template.Library()
+
+_LABELS = {
+    "nvidia.com/gpu": "GPUs",
+    "cpu": "CPU cores",
+    "memory": "Memory",
+    "ephemeral-storage": "Ephemeral storage",
+}
+
+
+def _decimal(value) -> Decimal | None:
+    if value is None or value == "":
+        return None
+    try:
+        return value if isinstance(value, Decimal) else Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+
+
+@register.filter
+def quantity(value, resource: str = "") -> str:
+    """Render an amount in base units canonically (``500m``, ``64Gi``, ``8``).
+
+    ``None``/empty renders as "—"; text that is not a number is shown as it is.
+    """
+    amount = _decimal(value)
+    if amount is None:
+        return "—" if value in (None, "") else str(value)
+    try:
+        return format_quantity(amount, resource or "")
+    except ValueError:
+        return str(value)
+
+
+@register.filter
+def approx_quantity(value, resource: str = "") -> str:
+    """A readable amount for totals: bytes in binary units with one decimal (``3.6Ti``),
+    fractional devices rounded down (usable GPUs), everything else as ``quantity``."""
+    amount = _decimal(value)
+    if amount is None or not is_byte_resource(resource or ""):
+        if amount is not None and is_integral_resource(resource or ""):
+            amount = amount.to_integral_value(rounding=ROUND_FLOOR)
+        return quantity(amount if amount is not None else value, resource)
+    for suffix, size in BINARY_SUFFIXES:
+        if amount >= size:
+            scaled = (amount / size).quantize(Decimal("0.1"), rounding=ROUND_FLOOR)
+            text = f"{scaled:f}".removesuffix(".0")
+            return f"{text}{suffix}"
+    return f"{amount.to_integral_value(rounding=ROUND_FLOOR)}"
+
+
+@register.filter
+def limit_quantity(value, resource: str = "") -> str:
+    """Like ``quantity`` but an absent limit means "no ceiling" (∞)."""
+    return "∞" if value in (None, "") else quantity(value, resource)
+
+
+@register.filter
+def signed_quantity(value, resource: str = "") -> str:
+    """A change of an amount: ``+4``, ``−512Mi``, ``±0``."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    if amount == 0:
+        return "±0"
+    sign = "+" if amount > 0 else "−"
+    return f"{sign}{quantity(abs(amount), resource)}"
+
+
+@register.filter
+def resource_label(resource: str) -> str:
+    """A human name for a Kubernetes resource (``nvidia.com/gpu`` → GPUs); others unchanged."""
+    return _LABELS.get(resource, resource)
+
+
+@register.filter
+def gpu_hours(value, unit: str = "GPU-h") -> str:
+    """Resource-hours with one decimal and thousands separators: ``1,234.5 GPU-h``."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    return f"{amount:,.1f} {unit}".strip()
+
+
+@register.filter
+def percent(value, digits: int = 1) -> str:
+    """A fraction (0.123) as a percentage (``12.3 %``); ``None`` renders as "—"."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    return f"{amount * 100:.{int(digits)}f} %"
+
+
+@register.filter
+def timetag(value: datetime | None, fmt: str = "") -> str:
+    """``<time datetime=ISO>`` with a UTC fallback text; fairshare.js shows it in local time."""
+    if not value:
+        return "—"
+    value = value.astimezone(UTC) if timezone.is_aware(value) else value
+    text = value.strftime("%Y-%m-%d %H:%M UTC")
+    return format_html(
+        '<time datetime="{}" data-format="{}">{}</time>', value.isoformat(), fmt or "datetime", text
+    )
+
+
+@register.simple_tag
+def site_admin(user) -> bool:
+    """Whether ``user`` is a site admin (for navigation only; views check access themselves)."""
+    return is_site_admin(user)
