@@ -29,12 +29,10 @@ from rest_framework import status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, UserRateThrottle
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from monitoring.domain.chargeback import ChargebackError
 from monitoring.exceptions import DomainError as MonitoringDomainError
 from quotas import exceptions as quota_errors
-from quotas.api.authentication import token_of
 from scheduling.exceptions import DomainError as SchedulingDomainError
 
 logger = logging.getLogger(__name__)
@@ -56,7 +54,10 @@ def flatten_errors(data: Any, prefix: str = "") -> dict[str, list[str]]:
     if isinstance(data, dict):
         for key, value in data.items():
             name = DETAIL if key in (NON_FIELD_ERRORS, DETAIL, "non_field_errors") else str(key)
-            path = name if not prefix else (prefix if name == DETAIL else f"{prefix}.{name}")
+            if isinstance(key, int):  # ListField/DictField errors are keyed by position
+                path = f"{prefix}[{key}]"
+            else:
+                path = name if not prefix else (prefix if name == DETAIL else f"{prefix}.{name}")
             for k, v in flatten_errors(value, path).items():
                 put(k, v)
     elif isinstance(data, list | tuple):
@@ -96,6 +97,9 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
     """REST framework exception handler: domain errors mapped once, every 4xx in one shape."""
     response = _domain_response(exc)
     if response is None:
+        # Imported here: rest_framework.views reads the throttle classes defined in this module.
+        from rest_framework.views import exception_handler as drf_exception_handler
+
         response = drf_exception_handler(exc, context)
         if response is None:
             return None  # a real bug: let Django answer 500 and log it
@@ -114,6 +118,8 @@ class StandardPagination(PageNumberPagination):
 
 
 def _ident(throttle, request) -> str:
+    from quotas.api.authentication import token_of
+
     token = token_of(request)
     if token is not None:
         return f"token-{token.pk}"

@@ -12,13 +12,13 @@ from monitoring.models import (
     UsageRollup,
     UsageSample,
 )
-from quotas.api.filtersets import TeamSlugFilter
+from quotas.api.filtersets import TeamSlugFilter, UtcDateTimeFilter
 
 
 class UsageSampleFilterSet(filters.FilterSet):
     team = TeamSlugFilter()
-    taken_after = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="gte")
-    taken_before = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="lt")
+    taken_after = UtcDateTimeFilter(field_name="taken_at", lookup_expr="gte")
+    taken_before = UtcDateTimeFilter(field_name="taken_at", lookup_expr="lt")
 
     class Meta:
         model = UsageSample
@@ -27,8 +27,8 @@ class UsageSampleFilterSet(filters.FilterSet):
 
 class UsageRollupFilterSet(filters.FilterSet):
     team = TeamSlugFilter()
-    start_after = filters.IsoDateTimeFilter(field_name="start", lookup_expr="gte")
-    start_before = filters.IsoDateTimeFilter(field_name="start", lookup_expr="lt")
+    start_after = UtcDateTimeFilter(field_name="start", lookup_expr="gte")
+    start_before = UtcDateTimeFilter(field_name="start", lookup_expr="lt")
 
     class Meta:
         model = UsageRollup
@@ -37,9 +37,9 @@ class UsageRollupFilterSet(filters.FilterSet):
 
 class GpuSampleFilterSet(filters.FilterSet):
     team = TeamSlugFilter()
-    taken_after = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="gte")
-    taken_before = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="lt")
-    received_after = filters.IsoDateTimeFilter(field_name="received_at", lookup_expr="gt")
+    taken_after = UtcDateTimeFilter(field_name="taken_at", lookup_expr="gte")
+    taken_before = UtcDateTimeFilter(field_name="taken_at", lookup_expr="lt")
+    received_after = UtcDateTimeFilter(field_name="received_at", lookup_expr="gt")
 
     class Meta:
         model = GpuSample
@@ -47,8 +47,8 @@ class GpuSampleFilterSet(filters.FilterSet):
 
 
 class CapacitySnapshotFilterSet(filters.FilterSet):
-    taken_after = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="gte")
-    taken_before = filters.IsoDateTimeFilter(field_name="taken_at", lookup_expr="lt")
+    taken_after = UtcDateTimeFilter(field_name="taken_at", lookup_expr="gte")
+    taken_before = UtcDateTimeFilter(field_name="taken_at", lookup_expr="lt")
 
     class Meta:
         model = CapacitySnapshot
@@ -56,7 +56,7 @@ class CapacitySnapshotFilterSet(filters.FilterSet):
 
 
 class RateCardFilterSet(filters.FilterSet):
-    valid_at = filters.IsoDateTimeFilter(method="filter_valid_at", help_text="Rates valid then.")
+    valid_at = UtcDateTimeFilter(method="filter_valid_at", help_text="Rates valid then.")
 
     class Meta:
         model = RateCard
@@ -71,8 +71,8 @@ class RateCardFilterSet(filters.FilterSet):
 
 
 class ChargebackStatementFilterSet(filters.FilterSet):
-    start_after = filters.IsoDateTimeFilter(field_name="start", lookup_expr="gte")
-    start_before = filters.IsoDateTimeFilter(field_name="start", lookup_expr="lt")
+    start_after = UtcDateTimeFilter(field_name="start", lookup_expr="gte")
+    start_before = UtcDateTimeFilter(field_name="start", lookup_expr="lt")
 
     class Meta:
         model = ChargebackStatement

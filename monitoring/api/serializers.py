@@ -167,7 +167,9 @@ class MomentField(serializers.Field):
             moment = datetime.combine(day, time(), tzinfo=UTC)
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
-        return moment
+        if not 1970 <= moment.year <= 9000:
+            self.fail("invalid")
+        return moment.astimezone(UTC)
 
     def to_representation(self, value):
         return value.isoformat()

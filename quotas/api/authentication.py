@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from quotas.models import ApiToken
@@ -57,3 +58,17 @@ class TokenKindPolicy(permissions.BasePermission):
             return "read:all" in scopes or bool(scopes & wanted)
         write_scope = getattr(view, "write_scope", None)
         return bool(write_scope) and write_scope in scopes
+
+
+class ApiTokenScheme(OpenApiAuthenticationExtension):
+    """Describes ApiTokenAuthentication in the OpenAPI schema (HTTP bearer)."""
+
+    target_class = ApiTokenAuthentication
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A Fairshare API token: `Authorization: Bearer fs_…`.",
+        }

@@ -1,5 +1,19 @@
-from django.urls import path  # noqa: F401
+from rest_framework.routers import SimpleRouter
+
+from quotas.api import views
 
 app_name = "quotas-api"
 
-urlpatterns: list = []
+router = SimpleRouter()
+router.register("teams", views.TeamViewSet)
+router.register("namespaces", views.NamespaceViewSet)
+router.register("memberships", views.MembershipViewSet)
+router.register("quotas", views.TeamQuotaViewSet)
+router.register("priority-tiers", views.PriorityTierViewSet)
+router.register("quota-requests", views.QuotaRequestViewSet)
+router.register("budgets", views.BudgetViewSet)
+router.register("audit-events", views.AuditEventViewSet)
+router.register("tokens", views.PersonalTokenViewSet, basename="token")
+router.register("service-tokens", views.ServiceTokenViewSet, basename="servicetoken")
+
+urlpatterns = router.urls

@@ -1,5 +1,12 @@
-from django.urls import path  # noqa: F401
+from rest_framework.routers import SimpleRouter
+
+from scheduling.api import views
 
 app_name = "scheduling-api"
 
-urlpatterns: list = []
+router = SimpleRouter()
+router.register("share-snapshots", views.ShareSnapshotViewSet)
+router.register("sync-runs", views.SyncRunViewSet)
+router.register("sync-items", views.SyncItemViewSet)
+
+urlpatterns = router.urls

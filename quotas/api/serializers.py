@@ -1,0 +1,294 @@
+"""Serializers of the quotas API: shape only; rules live in models' clean() and the services."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from rest_framework import serializers
+
+from quotas.api.fields import QuantityField, VisibleTeamField
+from quotas.models import (
+    ApiToken,
+    AuditEvent,
+    Budget,
+    Membership,
+    Namespace,
+    PriorityTier,
+    QuotaRequest,
+    QuotaRequestLine,
+    Team,
+    TeamQuota,
+)
+from quotas.tokens import SCOPES
+
+User = get_user_model()
+
+
+class PriorityTierSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="quotas-api:prioritytier-detail")
+
+    class Meta:
+        model = PriorityTier
+        fields = [
+            "id",
+            "url",
+            "name",
+            "value",
+            "preemption_policy",
+            "reclaimable",
+            "description",
+            "created",
+            "updated",
+        ]
+
+
+class TeamSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(
+        view_name="quotas-api:team-detail", lookup_field="slug"
+    )
+    parent = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Team.objects.all(), allow_null=True, required=False
+    )
+    tier = serializers.SlugRelatedField(
+        slug_field="name", queryset=PriorityTier.objects.all(), allow_null=True, required=False
+    )
+
+    class Meta:
+        model = Team
+        fields = [
+            "id",
+            "url",
+            "slug",
+            "name",
+            "parent",
+            "weight",
+            "tier",
+            "cost_center",
+            "reclaimable",
+            "active",
+            "description",
+            "created",
+            "updated",
+        ]
+
+
+class NamespaceSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="quotas-api:namespace-detail")
+    team = VisibleTeamField()
+
+    class Meta:
+        model = Namespace
+        fields = [
+            "id",
+            "url",
+            "name",
+            "team",
+            "managed",
+            "labels",
+            "share",
+            "volcano_jobs",
+            "created",
+            "updated",
+        ]
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="quotas-api:membership-detail")
+    team = VisibleTeamField()
+    user = serializers.SlugRelatedField(
+        slug_field="username", queryset=User.objects.filter(is_active=True)
+    )
+
+    class Meta:
+        model = Membership
+        fields = ["id", "url", "team", "user", "role", "created", "updated"]
+
+
+class MembershipUpdateSerializer(MembershipSerializer):
+    """Only the role changes; moving a membership to another team or user is delete + create."""
+
+    class Meta(MembershipSerializer.Meta):
+        read_only_fields = ["team", "user"]
+
+
+class TeamQuotaSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="quotas-api:teamquota-detail")
+    team = VisibleTeamField()
+    guarantee = QuantityField()
+    limit = QuantityField(allow_null=True, required=False)
+    note = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, max_length=5000, help_text="Audit note."
+    )
+
+    class Meta:
+        model = TeamQuota
+        fields = [
+            "id",
+            "url",
+            "team",
+            "resource",
+            "guarantee",
+            "limit",
+            "note",
+            "created",
+            "updated",
+        ]
+
+
+class TeamQuotaUpdateSerializer(TeamQuotaSerializer):
+    class Meta(TeamQuotaSerializer.Meta):
+        read_only_fields = ["team", "resource"]
+
+
+class QuotaRequestLineSerializer(serializers.ModelSerializer):
+    guarantee = QuantityField()
+    limit = QuantityField()
+    previous_guarantee = QuantityField(read_only=True)
+    previous_limit = QuantityField(read_only=True, allow_null=True)
+    approved_guarantee = QuantityField(read_only=True, allow_null=True)
+    approved_limit = QuantityField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = QuotaRequestLine
+        fields = [
+            "resource",
+            "guarantee",
+            "limit",
+            "previous_guarantee",
+            "previous_limit",
+            "approved_guarantee",
+            "approved_limit",
+        ]
+        extra_kwargs = {"resource": {"validators": []}}
+
+
+class QuotaRequestSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="quotas-api:quotarequest-detail")
+    team = VisibleTeamField()
+    requester = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    lines = QuotaRequestLineSerializer(many=True)
+
+    class Meta:
+        model = QuotaRequest
+        fields = [
+            "id",
+            "url",
+            "team",
+            "requester",
+            "status",
+            "justification",
+            "window_start",
+            "window_end",
+            "lines",
+            "decided_by",
+            "decided_at",
+            "decision_note",
+            "activated_at",
+            "expired_at",
+            "created",
+            "updated",
+        ]
+        read_only_fields = [
+            "status",
+            "decided_at",
+            "decision_note",
+            "activated_at",
+            "expired_at",
+        ]
+
+
+class AdjustmentSerializer(serializers.Serializer):
+    guarantee = QuantityField()
+    limit = QuantityField()
+
+
+class ApproveSerializer(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, max_length=5000, default="")
+    adjustments = serializers.DictField(
+        child=AdjustmentSerializer(),
+        required=False,
+        default=dict,
+        help_text="Approve different amounts: {resource: {guarantee, limit}}.",
+    )
+
+
+class RejectSerializer(serializers.Serializer):
+    note = serializers.CharField(allow_blank=True, max_length=5000, help_text="The reason.")
+
+
+class BudgetSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="quotas-api:budget-detail")
+    team = VisibleTeamField()
+
+    class Meta:
+        model = Budget
+        fields = ["id", "url", "team", "resource", "monthly_hours", "created", "updated"]
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_name", read_only=True)
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "actor",
+            "verb",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "team",
+            "before",
+            "after",
+            "note",
+            "created",
+        ]
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    """A token as listed: never the secret, only its prefix."""
+
+    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = ApiToken
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "user",
+            "scopes",
+            "node",
+            "prefix",
+            "created",
+            "last_used_at",
+            "expires_at",
+            "revoked_at",
+        ]
+        read_only_fields = fields
+
+
+class PersonalTokenCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class ServiceTokenCreateSerializer(PersonalTokenCreateSerializer):
+    kind = serializers.ChoiceField(
+        choices=[ApiToken.Kind.SERVICE, ApiToken.Kind.NODE_AGENT], default=ApiToken.Kind.SERVICE
+    )
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=SCOPES), required=False, default=list
+    )
+    node = serializers.CharField(max_length=253, required=False, allow_blank=True, default="")
+
+
+class IssuedTokenSerializer(ApiTokenSerializer):
+    token = serializers.CharField(
+        read_only=True, help_text="The secret, shown this once; only its hash is stored."
+    )
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = [*ApiTokenSerializer.Meta.fields, "token"]
+        read_only_fields = fields

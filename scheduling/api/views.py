@@ -1,0 +1,80 @@
+"""REST API of the scheduling app: fair-share snapshots (current and history) and cluster syncs."""
+
+from __future__ import annotations
+
+from django.db.models import Subquery
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from quotas.api.permissions import IsSiteAdmin, with_defaults
+from scheduling.api import filtersets, serializers
+from scheduling.models import ShareComputation, ShareSnapshot, SyncItem, SyncRun
+
+
+class ShareSnapshotViewSet(viewsets.ReadOnlyModelViewSet):
+    """Dominant shares and DRF fair allocations of visible teams: ``current`` (the latest
+    computation) and the history (filter by ``team`` and ``computed_after``/``_before``)."""
+
+    queryset = ShareSnapshot.objects.select_related("team")
+    serializer_class = serializers.ShareSnapshotSerializer
+    filterset_class = filtersets.ShareSnapshotFilterSet
+    ordering_fields = ["computed_at", "dominant_share", "weighted_share"]
+
+    def get_queryset(self):
+        return super().get_queryset().visible_to(self.request.user)
+
+    @extend_schema(responses=serializers.ShareSnapshotSerializer(many=True))
+    @action(detail=False, methods=["get"])
+    def current(self, request):
+        """Snapshots of the latest computation (empty before the first one)."""
+        latest = ShareComputation.objects.order_by("-computed_at", "-id").values("id")[:1]
+        queryset = self.filter_queryset(self.get_queryset().filter(computation=Subquery(latest)))
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class SyncRunViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Cluster sync runs (site admins). POST starts one and answers 202 with its URL; poll it."""
+
+    queryset = SyncRun.objects.select_related("requested_by")
+    serializer_class = serializers.SyncRunSerializer
+    filterset_class = filtersets.SyncRunFilterSet
+    permission_classes = with_defaults(IsSiteAdmin)
+    ordering_fields = ["created", "finished_at"]
+
+    @extend_schema(
+        request=serializers.SyncRunCreateSerializer,
+        responses={202: OpenApiResponse(serializers.SyncRunAcceptedSerializer)},
+    )
+    def create(self, request):
+        from scheduling.sync import start_sync
+
+        body = serializers.SyncRunCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = start_sync(
+            dry_run=body.validated_data["dry_run"], trigger="api", requested_by=request.user
+        )
+        url = request.build_absolute_uri(reverse("scheduling-api:syncrun-detail", args=[run.pk]))
+        return Response(
+            {"id": run.pk, "status": run.status, "url": url},
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": url},
+        )
+
+
+class SyncItemViewSet(viewsets.ReadOnlyModelViewSet):
+    """What each sync run did to each object (site admins); filter by ``run``."""
+
+    queryset = SyncItem.objects.all()
+    serializer_class = serializers.SyncItemSerializer
+    filterset_class = filtersets.SyncItemFilterSet
+    permission_classes = with_defaults(IsSiteAdmin)
+    ordering_fields = ["id", "kind", "action"]
