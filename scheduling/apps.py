@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class SchedulingConfig(AppConfig):
     name = "scheduling"
     verbose_name = "Fair share and cluster sync"
+
+    def ready(self) -> None:
+        from quotas.signals import quota_changed
+        from scheduling import receivers
+
+        quota_changed.connect(receivers.on_quota_changed, dispatch_uid="scheduling.sync_on_quota")

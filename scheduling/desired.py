@@ -1,0 +1,266 @@
+"""The desired state as plain data: the tenancy model read from the database into a ClusterSpec.
+
+``build_cluster_spec()`` is the bridge between the Django models (``quotas``, ``scheduling``) and
+the pure renderer: it reads every row it needs in a constant number of queries (eight, whatever
+the number of teams or namespaces) and returns a :class:`~scheduling.domain.types.ClusterSpec`
+that ``render()`` turns into manifests.
+
+Derivations made here (the rules live in one place):
+
+* **Teams**: only *effectively active* teams are included (the team and every ancestor active);
+  a team whose department is deactivated disappears with it, exactly as ``render()`` would do,
+  but without tripping its "parent is not a department" check. ``is_department`` = the team has
+  at least one effectively active child.
+* **guarantee / limit**: the TeamQuota rows (a row with no limit has no ceiling, so no
+  ``capability`` entry); **deserved**: the ``fair_allocation`` of the team's ShareSnapshot in the
+  latest ShareComputation (empty when there is none: the renderer then uses the guarantee).
+* **members**: Membership rows of active users, as ``(username, role)``.
+* **per-namespace quota**: the team's *limit* split across the team's managed namespaces by their
+  ``share`` weights. Every resource is split in whole units of its grain — one device for
+  extended resources (GPUs), one byte for memory-like resources, one millicore for cpu and other
+  divisible resources — by the largest-remainder method, ties going to the namespace whose name
+  sorts first. The parts always add up exactly to the team limit (rounded down to the grain).
+* **LimitSpec**: the team's LimitPolicy rows, with namespace-specific rows replacing the team row
+  of the same resource. ``quota_limits`` is set when any effective row enforces a quota limit
+  (the renderer then caps ``limits.cpu``/``limits.memory``). For a non-overcommittable resource
+  (GPUs) a default request without a default limit gets the request as its default limit, as
+  Kubernetes itself requires.
+* **tiers**: every PriorityTier.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from decimal import ROUND_FLOOR, Decimal
+from typing import Any
+
+from quotas.models import LimitPolicy, Membership, Namespace, PriorityTier, Team, TeamQuota
+from quotas.quantities import is_integral_resource
+from scheduling.domain.quantity import is_byte_resource
+from scheduling.domain.types import (
+    OVERCOMMITTABLE_RESOURCES,
+    ClusterSpec,
+    LimitSpec,
+    MemberSpec,
+    NamespaceSpec,
+    TeamSpec,
+    TierSpec,
+)
+from scheduling.models import ShareComputation, ShareSnapshot
+
+__all__ = ["build_cluster_spec", "split_quota"]
+
+_MILLI = Decimal("0.001")
+
+
+def _grain(resource: str) -> Decimal:
+    """The smallest unit a namespace's share of ``resource`` is counted in."""
+    if is_integral_resource(resource) or is_byte_resource(resource):
+        return Decimal(1)
+    return _MILLI
+
+
+def split_quota(
+    total: Mapping[str, Decimal], shares: Mapping[str, int]
+) -> dict[str, dict[str, Decimal]]:
+    """Split ``total`` (resource → amount) across namespaces in proportion to ``shares``.
+
+    Returns ``{namespace: {resource: amount}}`` for every namespace in ``shares``. Per resource:
+    1. count the total in grains (see ``_grain``), rounding down;
+    2. give each namespace ``floor(grains × share / Σ shares)``;
+    3. hand the grains left over, one each, to the largest fractional remainders — ties to the
+       namespace name that sorts first — so the parts add up exactly to the (rounded) total.
+    Namespaces with no share (all zero) get nothing. Deterministic.
+    """
+    names = sorted(shares)
+    result: dict[str, dict[str, Decimal]] = {name: {} for name in names}
+    weight_sum = sum(max(0, shares[name]) for name in names)
+    if not names or weight_sum == 0:
+        return result
+    for resource in sorted(total):
+        grain = _grain(resource)
+        grains = int((Decimal(total[resource]) / grain).to_integral_value(rounding=ROUND_FLOOR))
+        parts: dict[str, int] = {}
+        remainders: list[tuple[int, str]] = []
+        for name in names:
+            whole, remainder = divmod(grains * max(0, shares[name]), weight_sum)
+            parts[name] = whole
+            remainders.append((-remainder, name))
+        left = grains - sum(parts.values())
+        for _, name in sorted(remainders)[:left]:
+            parts[name] += 1
+        for name in names:
+            result[name][resource] = parts[name] * grain
+    return result
+
+
+def _effectively_active(teams: Mapping[int, Mapping[str, Any]]) -> set[int]:
+    """Ids of teams that are active together with all their ancestors (cycle-safe)."""
+    active: set[int] = set()
+    for team_id in teams:
+        seen: set[int] = set()
+        current: int | None = team_id
+        while current is not None and current not in seen and current in teams:
+            if not teams[current]["active"]:
+                break
+            seen.add(current)
+            current = teams[current]["parent_id"]
+        else:
+            if current is None:
+                active.add(team_id)
+    return active
+
+
+def _latest_deserved() -> dict[int, dict[str, Decimal]]:
+    computation = ShareComputation.objects.order_by("-computed_at", "-id").first()
+    if computation is None:
+        return {}
+    rows = ShareSnapshot.objects.filter(computation=computation).values_list(
+        "team_id", "fair_allocation"
+    )
+    deserved: dict[int, dict[str, Decimal]] = {}
+    for team_id, allocation in rows:
+        amounts = {}
+        for resource, amount in (allocation or {}).items():
+            value = Decimal(str(amount))
+            if value.is_finite() and value > 0:
+                amounts[resource] = value
+        deserved[team_id] = amounts
+    return deserved
+
+
+def _limit_spec(rows: Iterable[Mapping[str, Any]]) -> LimitSpec | None:
+    """Build a LimitSpec from the effective policy rows of one namespace (None when empty)."""
+    default_request: dict[str, Decimal] = {}
+    default_limit: dict[str, Decimal] = {}
+    maximum: dict[str, Decimal] = {}
+    quota_limits = False
+    for row in rows:
+        resource = row["resource"]
+        if row["default_request"] is not None:
+            default_request[resource] = row["default_request"]
+        if row["default_limit"] is not None:
+            default_limit[resource] = row["default_limit"]
+        elif row["default_request"] is not None and resource not in OVERCOMMITTABLE_RESOURCES:
+            default_limit[resource] = row["default_request"]
+        if row["max_per_container"] is not None:
+            maximum[resource] = row["max_per_container"]
+        quota_limits = quota_limits or bool(row["enforce_quota_limit"])
+    spec = LimitSpec(
+        default_request=default_request,
+        default_limit=default_limit,
+        max=maximum,
+        quota_limits=quota_limits,
+    )
+    return None if spec.is_empty and not quota_limits else spec
+
+
+def build_cluster_spec() -> ClusterSpec:
+    """Read the tenancy model and return it as a ClusterSpec (eight queries).
+
+    Raises ValueError (from the spec dataclasses) when the database holds something the renderer
+    cannot express, e.g. a GPU default request different from its default limit.
+    """
+    tiers = tuple(
+        TierSpec(
+            name=row["name"],
+            value=row["value"],
+            preemption_policy=row["preemption_policy"],
+            description=row["description"],
+        )
+        for row in PriorityTier.objects.values("name", "value", "preemption_policy", "description")
+    )
+
+    teams = {
+        row["id"]: row
+        for row in Team.objects.values(
+            "id", "slug", "parent_id", "weight", "tier__name", "reclaimable", "active"
+        )
+    }
+    included = _effectively_active(teams)
+    departments = {teams[t]["parent_id"] for t in included if teams[t]["parent_id"] is not None}
+
+    guarantee: dict[int, dict[str, Decimal]] = defaultdict(dict)
+    limit: dict[int, dict[str, Decimal]] = defaultdict(dict)
+    for row in TeamQuota.objects.filter(team_id__in=included).values(
+        "team_id", "resource", "guarantee", "limit"
+    ):
+        if row["guarantee"]:
+            guarantee[row["team_id"]][row["resource"]] = row["guarantee"]
+        if row["limit"] is not None:
+            limit[row["team_id"]][row["resource"]] = row["limit"]
+
+    deserved = _latest_deserved()
+
+    members: dict[int, list[MemberSpec]] = defaultdict(list)
+    for team_id, username, role in Membership.objects.filter(
+        team_id__in=included, user__is_active=True
+    ).values_list("team_id", "user__username", "role"):
+        members[team_id].append(MemberSpec(username=username, role=role))
+
+    team_specs = tuple(
+        TeamSpec(
+            slug=row["slug"],
+            parent=teams[row["parent_id"]]["slug"] if row["parent_id"] else None,
+            weight=row["weight"],
+            tier=row["tier__name"],
+            reclaimable=row["reclaimable"],
+            active=True,
+            guarantee=guarantee.get(team_id, {}),
+            limit=limit.get(team_id, {}),
+            deserved=deserved.get(team_id, {}),
+            members=tuple(members.get(team_id, ())),
+            is_department=team_id in departments,
+        )
+        for team_id, row in teams.items()
+        if team_id in included
+    )
+
+    namespaces = list(
+        Namespace.objects.filter(team_id__in=included).values(
+            "id", "name", "team_id", "managed", "labels", "share", "volcano_jobs"
+        )
+    )
+
+    team_policies: dict[int, dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    ns_policies: dict[int, dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    for row in LimitPolicy.objects.filter(team_id__in=included).values(
+        "team_id",
+        "namespace_id",
+        "resource",
+        "default_request",
+        "default_limit",
+        "max_per_container",
+        "enforce_quota_limit",
+    ):
+        if row["namespace_id"] is None:
+            team_policies[row["team_id"]][row["resource"]] = row
+        else:
+            ns_policies[row["namespace_id"]][row["resource"]] = row
+
+    shares: dict[int, dict[str, int]] = defaultdict(dict)
+    for ns in namespaces:
+        if ns["managed"]:
+            shares[ns["team_id"]][ns["name"]] = ns["share"]
+    quotas = {
+        team_id: split_quota(limit.get(team_id, {}), team_shares)
+        for team_id, team_shares in shares.items()
+    }
+
+    namespace_specs = []
+    for ns in namespaces:
+        effective = {**team_policies.get(ns["team_id"], {}), **ns_policies.get(ns["id"], {})}
+        namespace_specs.append(
+            NamespaceSpec(
+                name=ns["name"],
+                team=teams[ns["team_id"]]["slug"],
+                managed=ns["managed"],
+                labels=dict(ns["labels"] or {}),
+                quota=quotas.get(ns["team_id"], {}).get(ns["name"], {}) if ns["managed"] else {},
+                limits=_limit_spec(effective[r] for r in sorted(effective)),
+                volcano_jobs=ns["volcano_jobs"],
+            )
+        )
+
+    return ClusterSpec(teams=team_specs, namespaces=tuple(namespace_specs), tiers=tiers)

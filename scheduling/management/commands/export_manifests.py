@@ -1,0 +1,92 @@
+"""``manage.py export_manifests --out DIR``: the desired state as YAML files, for GitOps."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+import yaml
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduling.desired import build_cluster_spec
+from scheduling.domain.render import file_name, render
+
+MARKER = ".fairshare-export"
+_MARKER_HEADER = (
+    "# Files written by `manage.py export_manifests`; the next export removes the ones that are\n"
+    "# no longer desired. Other files in this directory are never touched.\n"
+)
+
+
+def _dump(manifest: dict) -> str:
+    # Insertion order is the renderer's deterministic order (apiVersion, kind, metadata, ...).
+    return yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def _safe(relative: str) -> bool:
+    path = PurePosixPath(relative)
+    return bool(relative) and not path.is_absolute() and ".." not in path.parts
+
+
+class Command(BaseCommand):
+    help = (
+        "Write the desired manifests as YAML files (one per object, stable names) into DIR. "
+        "Output is byte-identical for the same database; files a previous export wrote that are "
+        f"no longer desired are removed (tracked in DIR/{MARKER}), other files are left alone."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--out", required=True, help="Directory to write (created if needed).")
+
+    def handle(self, *args, out: str, **options):
+        root = Path(out)
+        if root.exists() and not root.is_dir():
+            raise CommandError(f"{root} exists and is not a directory")
+        try:
+            manifests = render(build_cluster_spec())
+        except ValueError as e:
+            raise CommandError(f"cannot render the desired state: {e}") from e
+        files = {file_name(m): _dump(m) for m in manifests}
+        previous = self._previous(root / MARKER)
+        written = unchanged = 0
+        for relative in sorted(files):
+            path = root / relative
+            text = files[relative]
+            if path.is_file() and path.read_text(encoding="utf-8") == text:
+                unchanged += 1
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            written += 1
+        removed = 0
+        for relative in sorted(previous - files.keys()):
+            path = root / relative
+            if path.is_file():
+                path.unlink()
+                removed += 1
+            self._prune_empty_dirs(root, path.parent)
+        (root / MARKER).write_text(
+            _MARKER_HEADER + "".join(f"{r}\n" for r in sorted(files)), encoding="utf-8"
+        )
+        self.stdout.write(
+            f"{len(files)} manifests in {root}: {written} written, {unchanged} unchanged, "
+            f"{removed} removed"
+        )
+
+    @staticmethod
+    def _previous(marker: Path) -> set[str]:
+        if not marker.is_file():
+            return set()
+        lines = marker.read_text(encoding="utf-8").splitlines()
+        return {line for line in lines if line and not line.startswith("#") and _safe(line)}
+
+    @staticmethod
+    def _prune_empty_dirs(root: Path, directory: Path) -> None:
+        """Remove directories emptied by the removals, up to (not including) ``root``."""
+        root = root.resolve()
+        current = directory.resolve()
+        while current != root and root in current.parents:
+            if current.is_dir():
+                if any(current.iterdir()):
+                    return
+                current.rmdir()
+            current = current.parent

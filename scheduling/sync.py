@@ -1,0 +1,795 @@
+"""Cluster sync: make Kubernetes match the desired state, and record what was done (services).
+
+``start_sync()`` creates a queued :class:`~scheduling.models.SyncRun` and enqueues the
+``sync_cluster`` task after commit (the UI and API answer 202 with the run). ``run_sync()`` is
+what the task (and ``manage.py sync``) calls: plan, apply, record.
+
+How one run goes (``run_sync``)
+===============================
+
+1. Stale runs are reaped: a run RUNNING whose heartbeat is older than
+   ``FAIRSHARE_SYNC_STALE_AFTER`` (a killed worker), or QUEUED for longer than that (a lost
+   message), is marked FAILED with a "worker lost" / "never started" error.
+2. The run is claimed with a conditional update (``queued → running``); a run already claimed by
+   another worker (a redelivered message) is left alone.
+3. Single flight: one sync at a time per installation. With Redis (``REDIS_URL``, or a
+   ``redis://`` Celery broker) a redis-py ``Lock`` is taken without blocking and extended on
+   every heartbeat; without Redis (the embedded demo) the claim itself is the lock: claims are
+   serialised (a PostgreSQL advisory transaction lock; SQLite serialises writers already) and a
+   run that finds another RUNNING run with a fresh heartbeat does not start.
+   **Decision: the loser is not run and not queued behind the winner.** It is marked FAILED
+   with ``Skipped: sync #N is already running ...``: two triggers at the same moment end up as
+   one sync, and any change committed after the winner read the database is picked up by the
+   next trigger (quota changes trigger one; the beat schedule re-syncs every few minutes).
+4. Desired state: ``desired.build_cluster_spec()`` → ``render()``. Each manifest gets the
+   annotation ``fairshare.io/last-applied`` (the manifest itself, as compact JSON) so the next
+   run can tell drift from a change of the desired state.
+5. Live state: one paginated LIST per managed kind (label ``app.kubernetes.io/managed-by=
+   fairshare``), each retried as a whole on transient errors.
+6. ``plan()`` with quantities compared semantically; then every change is applied in plan order:
+   create/update by server-side apply (field manager ``fairshare``; an update touching an
+   immutable field — a RoleBinding's roleRef, a PriorityClass value — is delete + apply),
+   prune by delete (already gone counts as pruned), unchanged objects are not touched, so a
+   steady-state sync issues zero writes. Transient errors are retried per object by
+   ``call_with_retry`` (honouring Retry-After).
+7. One SyncItem per object (unchanged ones too), the run's counters and status, and one
+   ``sync`` AuditEvent (for a non-dry run that changed something) are written in a single
+   transaction at the end; on PostgreSQL the items go in with one ``INSERT ... unnest``.
+
+Outcomes (consistent everywhere):
+
+* every object applied (or unchanged) → SUCCEEDED;
+* some objects failed (422, 500 after retries, timeout, conflict) → those items are ``failed``
+  with the error, all the others are still applied, and the run is **FAILED with its items**
+  (``error`` says how many failed); the next run re-plans from the live state and retries them;
+* the run could not be carried out at all — Kubernetes disabled or misconfigured, the API server
+  unreachable (at LIST time, or three objects in a row without an answer while applying), a
+  render error — → FAILED with the error and **no items** (nothing half-written); the exception
+  is re-raised for the caller (the task retries transient ones).
+
+Drift: an update of an object carrying our last-applied annotation whose live owned fields differ
+from that annotation — someone edited it behind Fairshare's back. The item is flagged, the
+drifted fields are listed in its diff, the run counts it, and the apply corrects it. An update
+caused by a change of the desired state (a quota approval) is not drift.
+
+Dry run: the same LIST and the same plan, nothing applied (not even ``dryRun=All``: a
+server-side dry run of objects inside a namespace that does not exist yet would fail, and the
+plan is the point). Items carry the planned action.
+
+Modes (``FAIRSHARE_CLUSTER``): ``kubeconfig[:PATH]`` and ``in-cluster`` talk to the API server;
+``disabled`` fails the run with a clear error; ``snapshot:PATH`` (the demo) has no API server:
+the run becomes a dry run planned against an empty cluster, with a note — like GitOps, the
+manifests are what ``manage.py export_manifests`` writes for a GitOps tool to apply.
+
+Volcano Queues are pruned by a plain delete: the v1beta1 Queue has no ``spec.state`` (``state``
+is status, set by Volcano's controller), and Volcano's admission webhook (≥ 1.15) refuses to
+delete only the ``default``/``root`` queues (which the renderer never produces) and, for
+hierarchical queues, a parent before its children — the plan prunes children first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection, transaction
+from django.utils import timezone
+
+from quotas.choices import AuditVerb
+from quotas.quantities import parse_quantity as parse_db_quantity
+from scheduling.choices import SyncAction, SyncStatus
+from scheduling.desired import build_cluster_spec
+from scheduling.domain.plan import Change, FieldDiff, diff_object, plan, render_diff
+from scheduling.domain.render import LABEL_TEAM, render
+from scheduling.exceptions import DomainError
+from scheduling.k8s.apply import call_with_retry, delete, server_side_apply
+from scheduling.k8s.client import KINDS, build_api_client
+from scheduling.k8s.errors import K8sError, K8sNotFound, K8sTransient
+from scheduling.k8s.observe import list_managed
+from scheduling.models import SyncItem, SyncRun
+
+__all__ = [
+    "LAST_APPLIED_ANNOTATION",
+    "SyncError",
+    "create_run",
+    "reap_stale_runs",
+    "run_sync",
+    "start_sync",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+LAST_APPLIED_ANNOTATION = "fairshare.io/last-applied"
+# Three objects in a row without any HTTP answer (after retries) means the API server is gone,
+# not that one object is slow: stop instead of waiting out every remaining object.
+UNREACHABLE_AFTER = 3
+PROGRESS_INTERVAL = 2.0  # seconds between progress/heartbeat writes
+RETRY_ATTEMPTS = 5
+_ADVISORY_LOCK_KEY = 0x0FA1_5C00  # "sync claims" (quotas uses 0x0FA125A5 for capacity)
+
+
+class SyncError(DomainError):
+    """A sync could not be carried out (the run records why)."""
+
+
+# --------------------------------------------------------------------------- starting a run
+
+
+def create_run(
+    *, dry_run: bool = False, trigger: str = "manual", requested_by: Any = None
+) -> SyncRun:
+    """Create a QUEUED SyncRun without enqueueing it (``manage.py sync`` runs it in-process)."""
+    return SyncRun.objects.create(dry_run=dry_run, trigger=trigger[:64], requested_by=requested_by)
+
+
+def start_sync(
+    *, dry_run: bool = False, trigger: str = "manual", requested_by: Any = None
+) -> SyncRun:
+    """Create a QUEUED SyncRun and enqueue ``sync_cluster`` for it after commit; return the run.
+
+    If the broker cannot take the message, the run is marked FAILED with the reason (the beat
+    schedule syncs again later), so it never sits in the queue forever.
+    """
+    run = create_run(dry_run=dry_run, trigger=trigger, requested_by=requested_by)
+    transaction.on_commit(lambda: _enqueue(run.pk))
+    return run
+
+
+def _enqueue(run_id: int) -> None:
+    from kombu.exceptions import OperationalError
+
+    from scheduling.tasks import sync_cluster
+
+    try:
+        sync_cluster.delay(run_id=run_id)
+    except (OperationalError, OSError) as e:
+        log.exception("could not enqueue sync run #%s", run_id)
+        SyncRun.objects.filter(pk=run_id, status=SyncStatus.QUEUED).update(
+            status=SyncStatus.FAILED,
+            finished_at=timezone.now(),
+            error=f"Could not enqueue the sync (task broker unavailable): {e}",
+        )
+
+
+# --------------------------------------------------------------------------- stale runs
+
+
+def reap_stale_runs(*, now: datetime | None = None, exclude: int | None = None) -> int:
+    """Mark runs abandoned by a lost worker FAILED; return how many.
+
+    RUNNING with a heartbeat (or start) older than ``FAIRSHARE_SYNC_STALE_AFTER`` seconds →
+    "worker lost"; QUEUED for longer than that → "never started". ``exclude`` is spared (the run
+    about to be claimed).
+    """
+    now = now or timezone.now()
+    stale_after = int(getattr(settings, "FAIRSHARE_SYNC_STALE_AFTER", 600))
+    cutoff = now - timedelta(seconds=stale_after)
+    running = SyncRun.objects.filter(status=SyncStatus.RUNNING, heartbeat_at__lt=cutoff)
+    queued = SyncRun.objects.filter(status=SyncStatus.QUEUED, created__lt=cutoff)
+    if exclude is not None:
+        running, queued = running.exclude(pk=exclude), queued.exclude(pk=exclude)
+    lost = running.update(
+        status=SyncStatus.FAILED,
+        finished_at=now,
+        error=f"Worker lost: no heartbeat for more than {stale_after} s. The next sync re-plans "
+        "from the live state.",
+    )
+    never = queued.update(
+        status=SyncStatus.FAILED,
+        finished_at=now,
+        error=f"Never started: still queued after {stale_after} s (message or worker lost).",
+    )
+    if lost or never:
+        log.warning("reaped %d lost and %d never-started sync runs", lost, never)
+    return lost + never
+
+
+# --------------------------------------------------------------------------- single flight
+
+
+def _lock_url() -> str:
+    url = getattr(settings, "REDIS_URL", "") or ""
+    if url:
+        return url
+    broker = getattr(settings, "CELERY_BROKER_URL", "") or ""
+    return broker if broker.startswith(("redis://", "rediss://")) else ""
+
+
+def _lock_key() -> str:
+    default = f"fairshare:sync-lock:{settings.DATABASES['default'].get('NAME', '')}"
+    return str(getattr(settings, "FAIRSHARE_SYNC_LOCK_KEY", default))
+
+
+class _RedisLock:
+    """A non-blocking redis-py Lock whose token names the run holding it."""
+
+    def __init__(self, url: str) -> None:
+        import redis
+
+        self._errors = (redis.exceptions.RedisError,)
+        self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self._key = _lock_key()
+        timeout = int(getattr(settings, "FAIRSHARE_SYNC_LOCK_TIMEOUT", 900))
+        self._lock = self._client.lock(self._key, timeout=timeout, blocking=False)
+
+    def acquire(self, run_id: int) -> str | None:
+        """Take the lock; return None on success, else who holds it (``sync #N``)."""
+        try:
+            if self._lock.acquire(blocking=False, token=f"{run_id}:{uuid.uuid4().hex}"):
+                return None
+            holder = self._client.get(self._key)
+        except self._errors as e:
+            raise SyncError(f"Cannot take the sync lock in Redis ({_lock_url()}): {e}") from e
+        text = holder.decode() if isinstance(holder, bytes) else str(holder or "")
+        number = text.split(":", 1)[0]
+        return f"sync #{number}" if number.isdigit() else "another sync"
+
+    def refresh(self) -> None:
+        """Extend the lock to its full timeout; raise SyncError if it was lost meanwhile."""
+        try:
+            self._lock.reacquire()
+        except self._errors as e:
+            raise SyncError(
+                "Lost the sync lock (expired or taken over); stopping so that two syncs never "
+                f"run at once: {e}"
+            ) from e
+
+    def release(self) -> None:
+        try:
+            self._lock.release()
+        except self._errors as e:
+            log.warning("sync lock was already released or expired: %s", e)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the Redis connection (without releasing: for a lock we did not get)."""
+        self._client.close()
+
+
+def _serialize_claims() -> None:
+    """Inside ``transaction.atomic``: make database claims one at a time (no-Redis fallback)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_ADVISORY_LOCK_KEY])
+    # SQLite runs IMMEDIATE transactions (settings): writers are serialised already.
+
+
+def _claim(run_id: int, *, database_lock: bool, now: datetime) -> tuple[bool, str | None]:
+    """Claim the run (queued → running); return (claimed, holder) — holder set when the
+    database lock says another run is in progress (the run is then not started)."""
+    stale_after = int(getattr(settings, "FAIRSHARE_SYNC_STALE_AFTER", 600))
+    with transaction.atomic():
+        if database_lock:
+            _serialize_claims()
+        claimed = SyncRun.objects.filter(pk=run_id, status=SyncStatus.QUEUED).update(
+            status=SyncStatus.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+            finished_at=None,
+            worker=f"{socket.gethostname()}:{os.getpid()}"[:200],
+        )
+        if not claimed or not database_lock:
+            return bool(claimed), None
+        other = (
+            SyncRun.objects.filter(
+                status=SyncStatus.RUNNING,
+                heartbeat_at__gte=now - timedelta(seconds=stale_after),
+            )
+            .exclude(pk=run_id)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        return True, (f"sync #{other}" if other is not None else None)
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class _Progress:
+    """Writes ``done``/``total``/``heartbeat_at`` to the run now and then, extending the lock."""
+
+    def __init__(self, run: SyncRun, lock: _RedisLock | None) -> None:
+        self.run = run
+        self.lock = lock
+        self.total = 0
+        self.done = 0
+        self._last = time.monotonic()
+
+    def start(self, total: int) -> None:
+        self.total = total
+        self._write()
+
+    def step(self) -> None:
+        self.done += 1
+        if time.monotonic() - self._last >= PROGRESS_INTERVAL:
+            self._write()
+
+    def beat(self) -> None:
+        if time.monotonic() - self._last >= PROGRESS_INTERVAL:
+            self._write()
+
+    def _write(self) -> None:
+        self._last = time.monotonic()
+        if self.lock is not None:
+            self.lock.refresh()
+        SyncRun.objects.filter(pk=self.run.pk, status=SyncStatus.RUNNING).update(
+            total=self.total, done=self.done, heartbeat_at=timezone.now()
+        )
+
+
+# --------------------------------------------------------------------------- plan helpers
+
+
+def _parse_quantity(value: str) -> Decimal:
+    """Kubernetes quantity grammar (via quotas.quantities); ValueError when unparseable."""
+    try:
+        return parse_db_quantity(value)
+    except ValidationError as e:
+        raise ValueError(f"not a quantity: {value!r}") from e
+
+
+def _canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def _with_last_applied(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Return ``manifest`` annotated with itself (compact JSON) for drift detection.
+
+    Only ``metadata`` is copied: the rest of the rendered manifest is shared, not mutated.
+    """
+    metadata = dict(manifest["metadata"])
+    annotations = dict(metadata.get("annotations") or {})
+    annotations[LAST_APPLIED_ANNOTATION] = _canonical_json(manifest)
+    metadata["annotations"] = dict(sorted(annotations.items()))
+    return {**manifest, "metadata": metadata}
+
+
+def _without_last_applied(obj: Mapping[str, Any]) -> dict[str, Any]:
+    copy = json.loads(json.dumps(obj))
+    annotations = (copy.get("metadata") or {}).get("annotations") or {}
+    annotations.pop(LAST_APPLIED_ANNOTATION, None)
+    return copy
+
+
+def _drift(live: Mapping[str, Any] | None) -> tuple[FieldDiff, ...]:
+    """Fields of ``live`` changed since Fairshare last applied it (empty: no drift or unknown)."""
+    if live is None:
+        return ()
+    raw = ((live.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED_ANNOTATION)
+    if not raw:
+        return ()
+    try:
+        last = json.loads(raw)
+    except ValueError:
+        return ()
+    if not isinstance(last, dict) or last.get("kind") != live.get("kind"):
+        return ()
+    return diff_object(last, _without_last_applied(live), parse_quantity=_parse_quantity)
+
+
+def _visible(diffs: Sequence[FieldDiff]) -> tuple[FieldDiff, ...]:
+    skip = f"metadata.annotations.{LAST_APPLIED_ANNOTATION}"
+    return tuple(d for d in diffs if d.path != skip)
+
+
+def _readable_diff(change: Change, drift: Sequence[FieldDiff]) -> str:
+    if change.op == "create" and change.body is not None:
+        body = _without_last_applied(change.body)
+        empty = {"kind": change.kind, "metadata": {}}
+        diffs = diff_object(body, empty, parse_quantity=_parse_quantity)
+        shown = Change("create", change.kind, change.namespace, change.name, None, diffs)
+        text = render_diff(shown)
+    else:
+        shown = Change(
+            change.op, change.kind, change.namespace, change.name, None, _visible(change.diff)
+        )
+        text = render_diff(shown)
+    if drift:
+        lines = [f"  {d.path}: {_show(d.new)} -> {_show(d.old)}" for d in drift]
+        text += "\ndrift (changed in the cluster since Fairshare applied it; applied -> live):\n"
+        text += "\n".join(lines)
+    return text
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+# --------------------------------------------------------------------------- applying
+
+
+@dataclass
+class _Outcome:
+    change: Change
+    action: str
+    drift: bool = False
+    diff: str = ""
+    error: str = ""
+    attempts: int = 0
+
+
+@dataclass
+class _Tally:
+    outcomes: list[_Outcome] = field(default_factory=list)
+    no_answer_streak: int = 0
+    applied: int = 0
+
+
+def _attempted(fn: Callable[[], T], outcome: _Outcome) -> Callable[[], T]:
+    def call() -> T:
+        outcome.attempts += 1
+        return fn()
+
+    return call
+
+
+def _execute(api_client: Any, change: Change, outcome: _Outcome) -> None:
+    """Carry out one change (create/update/prune); raise K8sError or ValueError on failure."""
+
+    def retry(fn: Callable[[], Any]) -> Any:
+        return call_with_retry(_attempted(fn, outcome), attempts=RETRY_ATTEMPTS)
+
+    if change.op == "prune" or change.needs_replace:
+        # A prune of something already gone is done; so is the delete half of a replace.
+        with contextlib.suppress(K8sNotFound):
+            retry(lambda: delete(api_client, change.kind, change.name, change.namespace))
+    if change.op != "prune":
+        body = change.body or {}
+        retry(lambda: server_side_apply(api_client, body))
+
+
+def _apply_all(
+    api_client: Any,
+    changes: Sequence[Change],
+    live: Mapping[tuple[str, str | None, str], Mapping[str, Any]],
+    *,
+    dry_run: bool,
+    progress: _Progress,
+) -> list[_Outcome]:
+    """Apply (or, for a dry run, only describe) every change; per-object failures are kept.
+
+    Raises K8sTransient when the API server stops answering altogether (UNREACHABLE_AFTER
+    objects in a row with no HTTP answer).
+    """
+    tally = _Tally()
+    for change in changes:
+        current = live.get((change.kind, change.namespace, change.name))
+        drift = _drift(current) if change.op == "update" else ()
+        outcome = _Outcome(change, action=change.op, drift=bool(drift))
+        outcome.diff = _readable_diff(change, drift) if change.op != "unchanged" else ""
+        if change.op != "unchanged" and not dry_run:
+            try:
+                _execute(api_client, change, outcome)
+            except (K8sError, ValueError) as e:
+                outcome.action = SyncAction.FAILED
+                outcome.error = str(e)
+                no_answer = isinstance(e, K8sTransient) and e.status is None
+                tally.no_answer_streak = tally.no_answer_streak + 1 if no_answer else 0
+                log.warning("sync run #%s: %s failed: %s", progress.run.pk, outcome.diff, e)
+                if tally.no_answer_streak >= UNREACHABLE_AFTER:
+                    raise K8sTransient(
+                        f"Kubernetes API unreachable: {UNREACHABLE_AFTER} objects in a row got "
+                        f"no answer (last: {e}). {tally.applied} of {len(changes)} changes "
+                        "were applied before that; the next sync re-plans from the live state."
+                    ) from e
+            else:
+                tally.no_answer_streak = 0
+                tally.applied += 1
+        tally.outcomes.append(outcome)
+        progress.step()
+    return tally.outcomes
+
+
+def _observe(api_client: Any, progress: _Progress | None = None) -> list[dict[str, Any]]:
+    """LIST every managed kind once (paginated); each listing retried as a whole."""
+    live: list[dict[str, Any]] = []
+    for kind in KINDS:
+        live += call_with_retry(
+            lambda kind=kind: list_managed(api_client, kind), attempts=RETRY_ATTEMPTS
+        )
+        if progress is not None:
+            progress.beat()
+    return live
+
+
+def _cluster_mode() -> tuple[str, str]:
+    mode, _, arg = str(getattr(settings, "FAIRSHARE_CLUSTER", "disabled")).partition(":")
+    return mode, arg
+
+
+def _build_client() -> Any:
+    mode, arg = _cluster_mode()
+    timeout = float(getattr(settings, "FAIRSHARE_KUBE_TIMEOUT", 30))
+    return build_api_client(mode, kubeconfig=arg or None, timeout=(min(5.0, timeout), timeout))
+
+
+# --------------------------------------------------------------------------- recording
+
+
+_COUNTERS = {
+    SyncAction.CREATE: "created_count",
+    SyncAction.UPDATE: "updated_count",
+    SyncAction.UNCHANGED: "unchanged_count",
+    SyncAction.PRUNE: "pruned_count",
+    SyncAction.FAILED: "failed_count",
+}
+
+
+_ITEM_FIELDS = (
+    "run",
+    "kind",
+    "namespace",
+    "name",
+    "team_slug",
+    "action",
+    "planned_action",
+    "drift",
+    "diff",
+    "error",
+    "attempts",
+)
+
+
+def _item_row(run_id: int, outcome: _Outcome) -> tuple[Any, ...]:
+    change = outcome.change
+    labels = ((change.body or {}).get("metadata") or {}).get("labels") or {}
+    return (
+        run_id,
+        change.kind,
+        change.namespace or "",
+        change.name,
+        str(labels.get(LABEL_TEAM, ""))[:63],
+        outcome.action,
+        change.op,
+        outcome.drift,
+        outcome.diff,
+        outcome.error[:4000],
+        min(outcome.attempts, 32767),
+    )
+
+
+def _insert_items(run_id: int, outcomes: Sequence[_Outcome]) -> None:
+    """Insert one SyncItem per outcome.
+
+    PostgreSQL: a single ``INSERT ... SELECT FROM unnest(arrays)`` — a steady-state sync of
+    16,000 objects records its (mostly unchanged) items in a fraction of a second, where
+    ``bulk_create`` spends seconds building model instances. Other databases: ``bulk_create``.
+    """
+    rows = [_item_row(run_id, o) for o in outcomes]
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        SyncItem.objects.bulk_create(
+            [
+                SyncItem(**dict(zip(("run_id", *_ITEM_FIELDS[1:]), row, strict=True)))
+                for row in rows
+            ],
+            batch_size=2000,
+        )
+        return
+    fields = [SyncItem._meta.get_field(name) for name in _ITEM_FIELDS]
+    types = {"run": "bigint", "drift": "boolean", "attempts": "smallint"}
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    arrays = ", ".join(f"%s::{types.get(f.name, 'text')}[]" for f in fields)
+    table = connection.ops.quote_name(SyncItem._meta.db_table)
+    aliases = ", ".join(f"c{i}" for i in range(len(fields)))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            # WITH ORDINALITY + ORDER BY: ids follow plan order (items are read back by id).
+            f"INSERT INTO {table} ({columns}) SELECT {aliases} FROM unnest({arrays}) "
+            f"WITH ORDINALITY AS t({aliases}, ord) ORDER BY ord",
+            [list(column) for column in zip(*rows, strict=True)],
+        )
+
+
+def _summary(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{counts.get(a, 0)} {a}" for a in _COUNTERS)
+
+
+def _record(
+    run: SyncRun, outcomes: Sequence[_Outcome], *, notes: Sequence[str], started: float
+) -> SyncRun:
+    """Write items, counters, status and the audit event in one transaction."""
+    from quotas.services import audit
+
+    counts = Counter(o.action for o in outcomes)
+    drift = sum(1 for o in outcomes if o.drift)
+    failed = counts.get(SyncAction.FAILED, 0)
+    changed = sum(counts.get(a, 0) for a in (SyncAction.CREATE, SyncAction.UPDATE, "prune"))
+    seconds = time.monotonic() - started
+    summary = f"{len(outcomes)} objects: {_summary(counts)}; {drift} drifted; {seconds:.2f} s"
+    lines = [*notes, summary]
+    with transaction.atomic():
+        locked = SyncRun.objects.select_for_update().get(pk=run.pk)
+        if locked.status != SyncStatus.RUNNING:
+            raise SyncError(
+                f"sync run #{run.pk} was marked {locked.status} while it ran "
+                f"({locked.error or 'no reason given'}); its results were discarded"
+            )
+        _insert_items(run.pk, outcomes)
+        run.status = SyncStatus.FAILED if failed else SyncStatus.SUCCEEDED
+        run.error = (
+            f"{failed} of {len(outcomes)} objects failed; the other changes were applied. "
+            "The next sync retries them."
+            if failed
+            else ""
+        )
+        run.finished_at = timezone.now()
+        run.heartbeat_at = run.finished_at
+        run.total = run.done = len(outcomes)
+        run.drift_count = drift
+        for action, counter in _COUNTERS.items():
+            setattr(run, counter, counts.get(action, 0))
+        run.log = "\n".join(lines)
+        run.save(
+            update_fields=[
+                "status",
+                "dry_run",
+                "error",
+                "finished_at",
+                "heartbeat_at",
+                "total",
+                "done",
+                "drift_count",
+                "log",
+                *_COUNTERS.values(),
+            ]
+        )
+        if changed and not run.dry_run:
+            audit(
+                actor=run.requested_by,
+                verb=AuditVerb.SYNC,
+                obj=run,
+                team=None,
+                after={
+                    "created": run.created_count,
+                    "updated": run.updated_count,
+                    "pruned": run.pruned_count,
+                    "failed": run.failed_count,
+                    "drift": run.drift_count,
+                },
+                note=f"trigger: {run.trigger}",
+            )
+    log.info("sync run #%s %s: %s", run.pk, run.status, lines[-1])
+    return run
+
+
+def _finish(run: SyncRun, *, status: str, error: str, log_text: str = "") -> SyncRun:
+    now = timezone.now()
+    fields: dict[str, Any] = {"status": status, "error": error[:10000], "heartbeat_at": now}
+    if status == SyncStatus.QUEUED:
+        fields["started_at"] = None
+    else:
+        fields["finished_at"] = now
+    if log_text:
+        fields["log"] = log_text
+    SyncRun.objects.filter(pk=run.pk).update(**fields)
+    run.refresh_from_db()
+    return run
+
+
+# --------------------------------------------------------------------------- the service
+
+
+def run_sync(run_id: int, *, api_client: Any = None, requeue_on_transient: bool = False) -> SyncRun:
+    """Carry out the queued sync run ``run_id`` (see the module docstring) and return it.
+
+    ``api_client`` overrides the client built from ``FAIRSHARE_CLUSTER`` (tests, benchmarks).
+    Returns the run untouched if it is not queued (claimed elsewhere or finished), or marked
+    FAILED "Skipped" if another sync holds the lock. Raises (after recording the failure on the
+    run) when the run could not be carried out: K8sTransient when the API server is unreachable
+    — with ``requeue_on_transient`` the run goes back to QUEUED instead of FAILED so the task's
+    retry can claim it again — K8sError/SyncError/ValueError otherwise.
+    """
+    now = timezone.now()
+    reap_stale_runs(now=now, exclude=run_id)
+    url = _lock_url()
+    claimed, holder = _claim(run_id, database_lock=not url, now=now)
+    run = SyncRun.objects.select_related("requested_by").get(pk=run_id)
+    if not claimed:
+        log.info("sync run #%s is %s, not queued: nothing to do", run_id, run.status)
+        return run
+    lock: _RedisLock | None = None
+    try:
+        if url:
+            lock = _RedisLock(url)
+            holder = lock.acquire(run_id)
+            if holder is not None:
+                lock.close()
+                lock = None  # not ours to release
+    except SyncError as e:
+        if lock is not None:
+            lock.close()
+        _finish(run, status=SyncStatus.FAILED, error=str(e))
+        raise
+    if holder is not None:
+        log.info("sync run #%s skipped: %s is already running", run_id, holder)
+        return _finish(
+            run,
+            status=SyncStatus.FAILED,
+            error=f"Skipped: {holder} is already running (one sync at a time). Any change it "
+            "did not see is picked up by the next sync.",
+        )
+    try:
+        return _run_claimed(run, api_client, lock)
+    except K8sTransient as e:
+        if requeue_on_transient:
+            log.warning("sync run #%s: %s; requeued for a retry", run_id, e)
+            _finish(run, status=SyncStatus.QUEUED, error=f"Retrying after: {e}")
+        else:
+            _finish(run, status=SyncStatus.FAILED, error=str(e))
+        raise
+    except Exception as e:
+        # Recorded, then re-raised for the caller (NetBox JobRunner discipline).
+        log.exception("sync run #%s failed", run_id)
+        _finish(run, status=SyncStatus.FAILED, error=str(e) or repr(e))
+        raise
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> SyncRun:
+    started = time.monotonic()
+    progress = _Progress(run, lock)
+    notes: list[str] = []
+    mode, arg = _cluster_mode()
+    snapshot = api_client is None and mode == "snapshot"
+    own_client = api_client is None and not snapshot
+    if snapshot:
+        run.dry_run = True
+        notes.append(
+            f"Snapshot mode (FAIRSHARE_CLUSTER=snapshot:{arg}): there is no API server, so this "
+            "is a dry run planned against an empty cluster. Export the manifests for a GitOps "
+            "tool with `manage.py export_manifests --out DIR`."
+        )
+    if own_client:
+        api_client = _build_client()
+    try:
+        desired = [_with_last_applied(m) for m in render(build_cluster_spec())]
+        live = [] if snapshot else _observe(api_client, progress)
+        changes = plan(
+            desired,
+            live,
+            parse_quantity=_parse_quantity,
+            prune_namespaces=bool(getattr(settings, "FAIRSHARE_SYNC_PRUNE_NAMESPACES", False)),
+        )
+        notes.append(
+            f"{len(desired)} desired, {len(live)} live objects"
+            + (" (dry run: nothing applied)" if run.dry_run and not snapshot else "")
+        )
+        progress.start(len(changes))
+        index = {_key(obj): obj for obj in live}
+        outcomes = _apply_all(api_client, changes, index, dry_run=run.dry_run, progress=progress)
+        return _record(run, outcomes, notes=notes, started=started)
+    finally:
+        if own_client:
+            api_client.close()
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str | None, str]:
+    metadata = obj.get("metadata") or {}
+    return (str(obj.get("kind")), metadata.get("namespace") or None, str(metadata.get("name")))
+
+
+def iter_changes(run: SyncRun) -> Iterator[SyncItem]:
+    """The run's items that are not ``unchanged``, in the order they were applied."""
+    return run.items.exclude(action=SyncAction.UNCHANGED).order_by("id").iterator()

@@ -1,0 +1,54 @@
+"""Celery tasks of the scheduling app: thin wrappers around services (STYLE §7)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+
+from scheduling.k8s.errors import K8sTransient
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(
+    bind=True,
+    name="scheduling.tasks.sync_cluster",
+    autoretry_for=(K8sTransient,),
+    retry_backoff=True,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=3,
+)
+def sync_cluster(
+    self: Any, run_id: int | None = None, dry_run: bool = False, trigger: str = "schedule"
+) -> dict[str, Any]:
+    """Run the sync ``run_id``; without one (beat, quota changes) create a run and enqueue it.
+
+    Dispatching through ``start_sync`` keeps "one task message = one SyncRun": a retry of this
+    task (only on K8sTransient: the API server was unreachable) claims the same run again, which
+    ``run_sync`` put back in the queue. The last retry leaves the run FAILED.
+    With ``FAIRSHARE_CLUSTER=disabled`` dispatches are skipped (there is no cluster to sync; a
+    sync started from the UI or API still gets a run that fails with a clear error).
+    """
+    from scheduling import sync
+
+    if run_id is None:
+        if str(getattr(settings, "FAIRSHARE_CLUSTER", "")) == "disabled":
+            log.info("Kubernetes access is disabled; %s sync skipped", trigger)
+            return {"run_id": None, "status": "skipped"}
+        run = sync.start_sync(dry_run=dry_run, trigger=trigger)
+        return {"run_id": run.pk, "status": run.status}
+    run = sync.run_sync(run_id, requeue_on_transient=self.request.retries < self.max_retries)
+    return {"run_id": run.pk, "status": run.status}
+
+
+@shared_task(name="scheduling.tasks.compute_shares")
+def compute_shares(trigger: str = "schedule") -> dict[str, Any]:
+    """Recompute every team's fair share (beat, and after quota changes)."""
+    from scheduling import services
+
+    computation = services.compute_shares(trigger=trigger)
+    return {"computation_id": computation.pk, "teams": computation.teams}

@@ -1,0 +1,470 @@
+"""The sync engine (scheduling.sync) end to end: database → render → plan → the fake API server,
+through the real kubernetes client, with SyncRun/SyncItem and audit records asserted."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from quotas.models import AuditEvent, Namespace, Team, TeamQuota
+from scheduling import sync
+from scheduling.choices import SyncAction, SyncStatus
+from scheduling.k8s.errors import K8sConfigError, K8sTransient
+from scheduling.models import SyncRun
+from scheduling.sync import LAST_APPLIED_ANNOTATION, create_run, reap_stale_runs, run_sync
+from tests.base import GPU, make_cast
+
+MANAGED_KINDS = (
+    "Namespace",
+    "ResourceQuota",
+    "LimitRange",
+    "Role",
+    "RoleBinding",
+    "PriorityClass",
+    "Queue",
+)
+
+
+@pytest.fixture
+def cluster(kubeapi, settings):
+    settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
+    settings.FAIRSHARE_KUBE_TIMEOUT = 5
+    return kubeapi
+
+
+@pytest.fixture
+def quick_retries(monkeypatch):
+    """Fewer attempts per call so the failure paths do not sleep for seconds."""
+    monkeypatch.setattr(sync, "RETRY_ATTEMPTS", 2)
+
+
+def sync_now(**kwargs) -> SyncRun:
+    run = run_sync(create_run(dry_run=kwargs.pop("dry_run", False)).pk, **kwargs)
+    run.refresh_from_db()
+    return run
+
+
+def item(run, kind, name, namespace=""):
+    return run.items.get(kind=kind, name=name, namespace=namespace)
+
+
+def planned(run) -> list[tuple[str, str, str, str]]:
+    return list(run.items.order_by("id").values_list("kind", "namespace", "name", "planned_action"))
+
+
+# --------------------------------------------------------------------------- happy path
+
+
+def test_first_sync_creates_every_object(cast, cluster):
+    run = sync_now()
+
+    assert run.status == SyncStatus.SUCCEEDED
+    assert run.error == ""
+    assert run.created_count == 16
+    assert (run.updated_count, run.unchanged_count, run.pruned_count, run.failed_count) == (
+        0,
+        0,
+        0,
+        0,
+    )
+    assert run.total == run.done == run.items.count() == 16
+    assert run.started_at and run.finished_at and run.heartbeat_at
+    assert set(run.items.values_list("action", flat=True)) == {SyncAction.CREATE}
+
+    queue = cluster.get("Queue", "team-a")
+    assert queue["spec"]["parent"] == "dept-x"
+    assert queue["spec"]["capability"] == {GPU: "40"}
+    assert queue["spec"]["guarantee"] == {"resource": {GPU: "20"}}
+    assert cluster.get("Queue", "dept-x")["metadata"]["labels"]["fairshare.io/department"] == "true"
+    quota = cluster.get("ResourceQuota", "fairshare", "team-a-ml")
+    assert quota["spec"]["hard"] == {f"requests.{GPU}": "40"}
+    binding = cluster.get("RoleBinding", "fairshare-lead", "team-a-ml")
+    assert binding["roleRef"]["name"] == "admin"
+    assert [s["name"] for s in binding["subjects"]] == ["alice"]
+    assert cluster.get("PriorityClass", "experiment")["value"] == 100000
+    assert "fairshare" in [m["manager"] for m in quota["metadata"]["managedFields"]]
+
+    rq_item = item(run, "ResourceQuota", "fairshare", "team-a-ml")
+    assert rq_item.team_slug == "team-a"
+    assert rq_item.attempts == 1
+    assert f"spec.hard.requests.{GPU}: (none) -> 40" in rq_item.diff
+
+    [event] = AuditEvent.objects.filter(verb="sync")
+    assert event.object_id == str(run.pk)
+    assert event.after["created"] == 16
+
+
+def test_second_sync_issues_no_writes_and_one_list_per_kind(cast, cluster):
+    sync_now()
+    cluster.reset_counts()
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.SUCCEEDED
+    assert cluster.writes() == 0
+    assert {kind: cluster.counts[("list", kind)] for kind in MANAGED_KINDS} == dict.fromkeys(
+        MANAGED_KINDS, 1
+    )
+    assert sum(cluster.counts.values()) == len(MANAGED_KINDS)
+    assert run.unchanged_count == run.items.count() == 16
+    assert run.created_count == run.updated_count == run.drift_count == 0
+    assert AuditEvent.objects.filter(verb="sync").count() == 1  # the first sync only
+
+
+def test_a_hand_edited_quota_is_reported_as_drift_and_corrected(cast, cluster):
+    sync_now()
+    edited = cluster.get("ResourceQuota", "fairshare", "team-a-ml")
+    edited["spec"]["hard"][f"requests.{GPU}"] = "99"
+    cluster.put_object(edited)
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.SUCCEEDED
+    assert run.updated_count == 1
+    assert run.drift_count == 1
+    rq = item(run, "ResourceQuota", "fairshare", "team-a-ml")
+    assert rq.action == SyncAction.UPDATE
+    assert rq.drift is True
+    assert f"spec.hard.requests.{GPU}: 99 -> 40" in rq.diff
+    assert "drift" in rq.diff
+    live = cluster.get("ResourceQuota", "fairshare", "team-a-ml")
+    assert live["spec"]["hard"][f"requests.{GPU}"] == "40"
+
+
+def test_a_quota_change_in_the_database_is_an_update_not_drift(cast, cluster):
+    sync_now()
+    TeamQuota.objects.filter(team=cast.team_a, resource=GPU).update(limit=Decimal(48))
+
+    run = sync_now()
+
+    rq = item(run, "ResourceQuota", "fairshare", "team-a-ml")
+    assert rq.action == SyncAction.UPDATE
+    assert rq.drift is False
+    assert run.drift_count == 0
+    assert f"spec.hard.requests.{GPU}: 40 -> 48" in rq.diff
+    assert LAST_APPLIED_ANNOTATION not in rq.diff
+    assert cluster.get("Queue", "team-a")["spec"]["capability"] == {GPU: "48"}
+
+
+def test_deactivating_a_team_prunes_its_bindings_and_queue_but_keeps_the_namespace(cast, cluster):
+    sync_now()
+    Team.objects.filter(pk=cast.team_a.pk).update(active=False)
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.SUCCEEDED
+    pruned = set(run.items.filter(action=SyncAction.PRUNE).values_list("kind", "name"))
+    assert pruned == {
+        ("Queue", "team-a"),
+        ("ResourceQuota", "fairshare"),
+        ("Role", "fairshare-volcano"),
+        ("RoleBinding", "fairshare-lead"),
+        ("RoleBinding", "fairshare-member"),
+        ("RoleBinding", "fairshare-viewer"),
+        ("RoleBinding", "fairshare-volcano"),
+    }
+    assert run.pruned_count == 7
+    assert cluster.get("Queue", "team-a") is None
+    assert cluster.objects("RoleBinding", "team-a-ml") == []
+    assert cluster.get("Namespace", "team-a-ml") is not None
+    assert cluster.get("Queue", "team-b") is not None
+
+
+def test_dry_run_writes_nothing_and_shows_the_same_plan(cast, cluster):
+    sync_now()
+    Team.objects.filter(pk=cast.team_b.pk).update(weight=5)
+    Namespace.objects.create(name="team-a-extra", team=cast.team_a)
+    cluster.reset_counts()
+
+    dry = sync_now(dry_run=True)
+
+    assert dry.status == SyncStatus.SUCCEEDED
+    assert dry.dry_run is True
+    assert cluster.writes() == 0
+    assert cluster.get("Namespace", "team-a-extra") is None
+    assert AuditEvent.objects.filter(verb="sync").count() == 1
+    assert dry.created_count > 0 and dry.updated_count > 0
+
+    real = sync_now()
+
+    assert planned(real) == planned(dry)
+    assert [i.diff for i in real.items.order_by("id")] == [i.diff for i in dry.items.order_by("id")]
+    assert cluster.get("Namespace", "team-a-extra") is not None
+    assert cluster.get("Queue", "team-b")["spec"]["weight"] == 5
+
+
+# --------------------------------------------------------------------------- failures
+
+
+def test_a_500_on_one_object_fails_that_item_and_the_next_run_retries_it(
+    cast, cluster, quick_retries
+):
+    cluster.fault(500, verb="apply", kind="Queue", name="team-b", times=None)
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.FAILED
+    assert run.failed_count == 1
+    assert run.created_count == 15
+    assert "1 of 16 objects failed" in run.error
+    failed = item(run, "Queue", "team-b")
+    assert failed.action == SyncAction.FAILED
+    assert failed.planned_action == SyncAction.CREATE
+    assert "500" in failed.error
+    assert failed.attempts == 2
+    assert cluster.get("Queue", "team-b") is None
+    assert cluster.get("Queue", "team-a") is not None
+    assert cluster.get("ResourceQuota", "fairshare", "team-b-ml") is not None
+
+    cluster.clear_faults()
+    again = sync_now()
+
+    assert again.status == SyncStatus.SUCCEEDED
+    assert item(again, "Queue", "team-b").action == SyncAction.CREATE
+    assert again.created_count == 1
+    assert again.unchanged_count == 15
+
+
+def test_a_timeout_on_one_object_fails_that_item_only(cast, cluster, quick_retries, settings):
+    settings.FAIRSHARE_KUBE_TIMEOUT = 1
+    cluster.fault(
+        "timeout", verb="apply", kind="ResourceQuota", namespace="team-a-ml", delay=3, times=None
+    )
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.FAILED
+    assert run.failed_count == 1
+    failed = item(run, "ResourceQuota", "fairshare", "team-a-ml")
+    assert failed.action == SyncAction.FAILED
+    assert "timed out" in failed.error
+    assert cluster.get("ResourceQuota", "fairshare", "team-a-ml") is None
+    assert cluster.get("ResourceQuota", "fairshare", "team-b-ml") is not None
+    assert run.created_count == 15
+
+
+def test_a_422_fails_the_item_at_once_without_retrying(cast, cluster):
+    cluster.fault(422, verb="apply", kind="PriorityClass", times=None)
+
+    run = sync_now()
+
+    failed = item(run, "PriorityClass", "experiment")
+    assert failed.action == SyncAction.FAILED
+    assert failed.attempts == 1
+    assert run.status == SyncStatus.FAILED
+    assert run.created_count == 15
+
+
+def test_a_429_is_retried_after_the_servers_retry_after(cast, cluster):
+    cluster.fault(429, verb="apply", kind="Queue", name="team-a", retry_after=1, times=1)
+    started = time.monotonic()
+
+    run = sync_now()
+
+    assert time.monotonic() - started >= 1.0
+    assert run.status == SyncStatus.SUCCEEDED
+    created = item(run, "Queue", "team-a")
+    assert created.action == SyncAction.CREATE
+    assert created.attempts == 2
+    assert cluster.get("Queue", "team-a") is not None
+
+
+def test_an_unreachable_api_server_fails_the_run_with_no_partial_state(
+    cast, cluster, quick_retries
+):
+    cluster.stop()
+    try:
+        run = create_run()
+        with pytest.raises(K8sTransient, match="unreachable"):
+            run_sync(run.pk)
+    finally:
+        cluster.start()
+
+    run.refresh_from_db()
+    assert run.status == SyncStatus.FAILED
+    assert "unreachable" in run.error
+    assert run.finished_at is not None
+    assert run.items.count() == 0
+    assert (run.created_count, run.failed_count, run.total, run.done) == (0, 0, 0, 0)
+    assert not AuditEvent.objects.filter(verb="sync").exists()
+
+
+def test_an_unreachable_api_server_requeues_the_run_when_the_task_will_retry(
+    cast, cluster, quick_retries
+):
+    cluster.stop()
+    try:
+        run = create_run()
+        with pytest.raises(K8sTransient):
+            run_sync(run.pk, requeue_on_transient=True)
+    finally:
+        cluster.start()
+
+    run.refresh_from_db()
+    assert run.status == SyncStatus.QUEUED
+    assert run.error.startswith("Retrying after:")
+    assert run.items.count() == 0
+
+    assert sync_now_existing(run).status == SyncStatus.SUCCEEDED
+
+
+def sync_now_existing(run) -> SyncRun:
+    run = run_sync(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_the_api_server_going_away_mid_apply_fails_the_run_without_items(
+    cast, cluster, quick_retries
+):
+    # Every write gets no answer: the engine gives up after three objects in a row.
+    cluster.fault("reset", verb="write", times=None)
+
+    run = create_run()
+    with pytest.raises(K8sTransient, match="3 objects in a row"):
+        run_sync(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == SyncStatus.FAILED
+    assert "0 of 16 changes were applied" in run.error
+    assert run.items.count() == 0
+
+
+def test_a_disabled_cluster_fails_the_run_with_a_clear_error(cast, settings):
+    settings.FAIRSHARE_CLUSTER = "disabled"
+    run = create_run()
+
+    with pytest.raises(K8sConfigError):
+        run_sync(run.pk)
+
+    run.refresh_from_db()
+    assert run.status == SyncStatus.FAILED
+    assert "disabled" in run.error
+    assert run.items.count() == 0
+
+
+def test_snapshot_mode_records_a_dry_run_against_an_empty_cluster(cast, settings):
+    settings.FAIRSHARE_CLUSTER = "snapshot:/nonexistent/demo.json"
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.SUCCEEDED
+    assert run.dry_run is True
+    assert "Snapshot mode" in run.log
+    assert "export_manifests" in run.log
+    assert run.created_count == 16
+    assert not AuditEvent.objects.filter(verb="sync").exists()
+
+
+def test_an_explicit_api_client_overrides_the_setting(cast, kubeapi, settings):
+    settings.FAIRSHARE_CLUSTER = "disabled"
+
+    run = sync_now(api_client=kubeapi.api_client())
+
+    assert run.status == SyncStatus.SUCCEEDED
+    assert kubeapi.get("Queue", "team-a") is not None
+
+
+# --------------------------------------------------------------------------- runs and locks
+
+
+def test_a_run_that_is_not_queued_is_left_alone(cast, cluster):
+    run = sync_now()
+    cluster.reset_counts()
+
+    again = run_sync(run.pk)
+
+    assert again.status == SyncStatus.SUCCEEDED
+    assert again.items.count() == 16
+    assert sum(cluster.counts.values()) == 0
+
+
+def test_a_run_whose_worker_died_is_marked_failed_by_the_next_sync(cast, cluster, settings):
+    settings.FAIRSHARE_SYNC_STALE_AFTER = 600
+    long_ago = timezone.now() - timedelta(hours=1)
+    lost = SyncRun.objects.create(status=SyncStatus.RUNNING, started_at=long_ago)
+    SyncRun.objects.filter(pk=lost.pk).update(heartbeat_at=long_ago)
+    alive = SyncRun.objects.create(status=SyncStatus.RUNNING, heartbeat_at=timezone.now())
+    forgotten = SyncRun.objects.create()
+    SyncRun.objects.filter(pk=forgotten.pk).update(created=long_ago)
+
+    # A fresh RUNNING row does not block: single flight is the Redis lock here.
+    run = sync_now()
+
+    lost.refresh_from_db()
+    alive.refresh_from_db()
+    forgotten.refresh_from_db()
+    assert run.status == SyncStatus.SUCCEEDED
+    assert lost.status == SyncStatus.FAILED
+    assert lost.error.startswith("Worker lost")
+    assert lost.finished_at is not None
+    assert forgotten.status == SyncStatus.FAILED
+    assert forgotten.error.startswith("Never started")
+    assert alive.status == SyncStatus.RUNNING
+    assert reap_stale_runs() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_triggers_run_one_sync(kubeapi, settings):
+    """Real threads, real Redis lock: the first to take the lock syncs, the other is skipped."""
+    make_cast()
+    settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
+    # The lock holder's first LIST is throttled for a second, so the other trigger arrives
+    # while the sync is still running.
+    kubeapi.fault(429, verb="list", kind="Namespace", retry_after=1, times=1)
+    runs = [create_run(trigger="race"), create_run(trigger="race")]
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def trigger(run_id: int) -> None:
+        from django.db import connection
+
+        try:
+            barrier.wait()
+            run_sync(run_id)
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=trigger, args=(r.pk,)) for r in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+
+    assert errors == []
+    for run in runs:
+        run.refresh_from_db()
+    statuses = sorted(r.status for r in runs)
+    assert statuses == [SyncStatus.FAILED, SyncStatus.SUCCEEDED]
+    [winner] = [r for r in runs if r.status == SyncStatus.SUCCEEDED]
+    [loser] = [r for r in runs if r.status == SyncStatus.FAILED]
+    assert loser.error.startswith(f"Skipped: sync #{winner.pk} is already running")
+    assert loser.items.count() == 0
+    assert winner.created_count == 16
+    assert kubeapi.counts[("list", "Namespace")] == 2  # one LIST, retried once after the 429
+    assert kubeapi.counts[("list", "Queue")] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_redis_the_database_claim_keeps_syncs_single_flight(kubeapi, settings):
+    settings.REDIS_URL = ""
+    settings.CELERY_BROKER_URL = "filesystem://"
+    make_cast()
+    settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
+    running = SyncRun.objects.create(status=SyncStatus.RUNNING, heartbeat_at=timezone.now())
+
+    skipped = sync_now()
+
+    assert skipped.status == SyncStatus.FAILED
+    assert skipped.error.startswith(f"Skipped: sync #{running.pk} is already running")
+    assert kubeapi.writes() == 0
+
+    SyncRun.objects.filter(pk=running.pk).update(status=SyncStatus.SUCCEEDED)
+    assert sync_now().status == SyncStatus.SUCCEEDED

@@ -1,0 +1,192 @@
+"""Celery glue of the sync engine: tasks, start_sync enqueueing, the quota_changed receiver."""
+
+from __future__ import annotations
+
+import logging
+from decimal import Decimal
+from unittest import mock
+
+import pytest
+from celery.canvas import _chain
+from kombu.exceptions import OperationalError
+
+from quotas.services import set_team_quota
+from quotas.signals import quota_changed
+from scheduling import sync, tasks
+from scheduling.choices import SyncStatus
+from scheduling.k8s.errors import K8sTransient
+from scheduling.models import SyncRun
+from scheduling.sync import create_run, start_sync
+from tests.base import GPU
+
+
+@pytest.fixture
+def cluster(kubeapi, settings):
+    settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
+    return kubeapi
+
+
+def test_start_sync_creates_a_queued_run_and_enqueues_it_after_commit(
+    cast, django_capture_on_commit_callbacks
+):
+    with (
+        mock.patch.object(tasks.sync_cluster, "delay") as delay,
+        django_capture_on_commit_callbacks(execute=True) as callbacks,
+    ):
+        run = start_sync(dry_run=True, trigger="api", requested_by=cast.root)
+        assert delay.call_count == 0  # not before commit
+
+    assert len(callbacks) == 1
+    delay.assert_called_once_with(run_id=run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.dry_run, run.trigger, run.requested_by) == (
+        SyncStatus.QUEUED,
+        True,
+        "api",
+        cast.root,
+    )
+
+
+def test_start_sync_marks_the_run_failed_when_the_broker_is_down(
+    cast, django_capture_on_commit_callbacks
+):
+    with (
+        mock.patch.object(tasks.sync_cluster, "delay", side_effect=OperationalError("down")),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        run = start_sync()
+
+    run.refresh_from_db()
+    assert run.status == SyncStatus.FAILED
+    assert "broker unavailable" in run.error
+
+
+def test_the_scheduled_task_without_a_run_creates_one_and_enqueues_it(
+    cast, cluster, django_capture_on_commit_callbacks
+):
+    with (
+        mock.patch.object(tasks.sync_cluster, "delay") as delay,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        result = tasks.sync_cluster()
+
+    run = SyncRun.objects.get()
+    assert result == {"run_id": run.pk, "status": SyncStatus.QUEUED}
+    assert run.trigger == "schedule"
+    delay.assert_called_once_with(run_id=run.pk)
+
+
+def test_the_scheduled_task_does_nothing_when_kubernetes_is_disabled(cast, settings):
+    settings.FAIRSHARE_CLUSTER = "disabled"
+
+    with mock.patch.object(tasks.sync_cluster, "delay") as delay:
+        result = tasks.sync_cluster()
+
+    assert result == {"run_id": None, "status": "skipped"}
+    assert not SyncRun.objects.exists()
+    delay.assert_not_called()
+
+
+def test_the_task_runs_the_given_sync(cast, cluster):
+    run = create_run(trigger="api")
+
+    result = tasks.sync_cluster.apply(kwargs={"run_id": run.pk}).get()
+
+    assert result == {"run_id": run.pk, "status": SyncStatus.SUCCEEDED}
+    run.refresh_from_db()
+    assert run.created_count == 16
+    assert cluster.get("Queue", "team-a") is not None
+
+
+def test_the_task_retries_only_transient_errors_a_bounded_number_of_times():
+    assert tasks.sync_cluster.autoretry_for == (K8sTransient,)
+    assert tasks.sync_cluster.retry_backoff is True
+    assert tasks.sync_cluster.max_retries == 3
+
+
+def test_the_task_retries_an_unreachable_server_on_the_same_run_then_fails_it(
+    cast, cluster, monkeypatch
+):
+    monkeypatch.setattr(sync, "RETRY_ATTEMPTS", 1)
+    run = create_run()
+    calls = []
+    real = sync.run_sync
+
+    def counting(run_id, **kwargs):
+        calls.append(kwargs["requeue_on_transient"])
+        return real(run_id, **kwargs)
+
+    monkeypatch.setattr(sync, "run_sync", counting)
+    cluster.stop()
+    try:
+        result = tasks.sync_cluster.apply(kwargs={"run_id": run.pk})
+    finally:
+        cluster.start()
+
+    assert result.failed()
+    assert isinstance(result.result, K8sTransient)
+    assert calls == [True, True, True, False]  # the same run, requeued until the last retry
+    run.refresh_from_db()
+    assert run.status == SyncStatus.FAILED
+    assert "unreachable" in run.error
+    assert SyncRun.objects.count() == 1
+
+
+def test_the_compute_shares_task_calls_the_service(monkeypatch):
+    from scheduling import services
+
+    computation = mock.Mock(pk=7, teams=3)
+    compute = mock.Mock(return_value=computation)
+    monkeypatch.setattr(services, "compute_shares", compute)
+
+    assert tasks.compute_shares(trigger="quota-change") == {"computation_id": 7, "teams": 3}
+    compute.assert_called_once_with(trigger="quota-change")
+
+
+# --------------------------------------------------------------------------- receiver
+
+
+def chained(apply_async: mock.Mock) -> list[tuple[str, dict]]:
+    [call] = apply_async.call_args_list
+    workflow = call.args[0]
+    return [(sig.task, dict(sig.kwargs)) for sig in workflow.tasks]
+
+
+def test_a_quota_change_enqueues_share_computation_then_sync_as_a_chain():
+    with mock.patch.object(_chain, "apply_async", autospec=True) as apply_async:
+        quota_changed.send(sender=None, team_ids=[1], reason="approve")
+
+    assert chained(apply_async) == [
+        ("scheduling.tasks.compute_shares", {"trigger": "quota-change:approve"}),
+        ("scheduling.tasks.sync_cluster", {"trigger": "quota-change:approve"}),
+    ]
+    [call] = apply_async.call_args_list
+    assert all(sig.immutable for sig in call.args[0].tasks)
+
+
+def test_a_quota_service_triggers_the_chain_after_commit(cast, django_capture_on_commit_callbacks):
+    with mock.patch.object(_chain, "apply_async", autospec=True) as apply_async:
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            set_team_quota(
+                cast.team_a, GPU, guarantee=Decimal(10), limit=Decimal(20), actor=cast.root
+            )
+        assert apply_async.call_count == 0
+        for callback in callbacks:
+            callback()
+
+    assert [task for task, _ in chained(apply_async)] == [
+        "scheduling.tasks.compute_shares",
+        "scheduling.tasks.sync_cluster",
+    ]
+
+
+def test_a_broker_outage_is_logged_and_does_not_break_the_request(caplog):
+    with (
+        mock.patch.object(_chain, "apply_async", side_effect=OperationalError("refused")),
+        caplog.at_level(logging.ERROR, logger="scheduling.receivers"),
+    ):
+        quota_changed.send(sender=None, team_ids=[4], reason="set-quota")
+
+    [record] = caplog.records
+    assert "could not enqueue" in record.getMessage()
+    assert "[4]" in record.getMessage()
