@@ -176,6 +176,8 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Django's LOGGING (JSON lines, token redaction) also formats worker logs.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 
 def _every(name: str, default_seconds: int) -> timedelta:

@@ -1,11 +1,21 @@
 """One real task round-trip: a Celery worker consuming from the real Redis broker."""
 
+import logging
+
 import pytest
 from celery.contrib.testing.worker import start_worker
 from django.conf import settings
 
 from config.celery import app
 from quotas.tasks import ping
+
+
+@pytest.fixture(autouse=True)
+def _keep_root_log_level():
+    # start_worker sets the root logger's level (to ERROR by default); later tests rely on caplog.
+    level = logging.getLogger().level
+    yield
+    logging.getLogger().setLevel(level)
 
 
 def test_celery_reads_its_configuration_from_django_settings():
