@@ -205,6 +205,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "monitoring.tasks.rollup_usage",
         "schedule": _every("FAIRSHARE_ROLLUP_INTERVAL", 3600),
     },
+    "prune-history": {
+        "task": "scheduling.tasks.prune_history",
+        "schedule": _every("FAIRSHARE_PRUNE_INTERVAL", 86400),
+    },
     "check-budgets": {
         "task": "monitoring.tasks.check_budgets",
         "schedule": _every("FAIRSHARE_BUDGET_INTERVAL", 3600),
@@ -281,6 +285,8 @@ FAIRSHARE_CLUSTER = env_cluster(
 FAIRSHARE_KUBE_TIMEOUT = env_int("FAIRSHARE_KUBE_TIMEOUT", 30, min_value=1)
 FAIRSHARE_SYNC_PRUNE_NAMESPACES = env_bool("FAIRSHARE_SYNC_PRUNE_NAMESPACES", False)
 FAIRSHARE_SYNC_LOCK_TIMEOUT = env_int("FAIRSHARE_SYNC_LOCK_TIMEOUT", 900, min_value=30)
+FAIRSHARE_SYNC_HISTORY_DAYS = env_int("FAIRSHARE_SYNC_HISTORY_DAYS", 14, min_value=1)
+FAIRSHARE_SHARE_HISTORY_DAYS = env_int("FAIRSHARE_SHARE_HISTORY_DAYS", 90, min_value=1)
 FAIRSHARE_SYNC_STALE_AFTER = env_int("FAIRSHARE_SYNC_STALE_AFTER", 600, min_value=60)
 
 # ----------------------------------------------------------------------------- Monitoring

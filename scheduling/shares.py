@@ -44,7 +44,7 @@ from quotas.models import Team, TeamQuota
 from quotas.quantities import format_quantity, is_integral_resource, parse_quantity
 from scheduling.domain.fairness import Tenant
 from scheduling.domain.quantity import is_byte_resource
-from scheduling.exceptions import DomainError
+from scheduling.exceptions import NoCapacity, ShareProblemError
 
 __all__ = [
     "DEMAND_CHILDREN",
@@ -74,14 +74,6 @@ DEMAND_CHILDREN = "children"  # a department: its own usage, the children's dema
 
 _MILLI = Decimal("0.001")
 _OVERRIDE_KEYS = {"weight", "guarantee", "limit", "tier"}
-
-
-class NoCapacity(DomainError):
-    """No capacity was ever collected, so there is nothing to share."""
-
-
-class ShareProblemError(DomainError):
-    """The quotas (or proposed changes) make an invalid DRF problem; the message says why."""
 
 
 @dataclass(frozen=True)

@@ -793,3 +793,20 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str | None, str]:
 def iter_changes(run: SyncRun) -> Iterator[SyncItem]:
     """The run's items that are not ``unchanged``, in the order they were applied."""
     return run.items.exclude(action=SyncAction.UNCHANGED).order_by("id").iterator()
+
+
+def prune_sync_history(
+    *, keep_days: int = 14, keep_last: int = 20, now: datetime | None = None
+) -> int:
+    """Delete finished sync runs (their items cascade) older than ``keep_days``; return how many.
+
+    Every run stores one item per object, so history grows with cluster size × schedule; the
+    newest ``keep_last`` finished runs are always kept, however old, for the Sync page.
+    """
+    cutoff = (now or timezone.now()) - timedelta(days=keep_days)
+    finished = SyncRun.objects.filter(status__in=[SyncStatus.SUCCEEDED, SyncStatus.FAILED])
+    newest = finished.order_by("-created", "-id").values("id")[:keep_last]
+    old = finished.filter(created__lt=cutoff).exclude(id__in=newest)
+    with transaction.atomic():
+        _, per_model = old.delete()
+    return per_model.get(SyncRun._meta.label, 0)

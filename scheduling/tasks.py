@@ -49,6 +49,26 @@ def sync_cluster(
 def compute_shares(trigger: str = "schedule") -> dict[str, Any]:
     """Recompute every team's fair share (beat, and after quota changes)."""
     from scheduling import services
+    from scheduling.exceptions import NoCapacity
 
-    computation = services.compute_shares(trigger=trigger)
+    try:
+        computation = services.compute_shares(trigger=trigger)
+    except NoCapacity:
+        # A fresh install before the first usage collection: nothing to share yet, and the
+        # sync chained after this task must still run.
+        log.info("No cluster capacity collected yet; share computation skipped")
+        return {"computation_id": None, "teams": 0, "status": "skipped"}
     return {"computation_id": computation.pk, "teams": computation.teams}
+
+
+@shared_task(name="scheduling.tasks.prune_history")
+def prune_history() -> dict[str, int]:
+    """Bound share and sync history (beat, daily)."""
+    from scheduling import services, sync
+
+    return {
+        "share_computations": services.prune_share_history(
+            keep_days=settings.FAIRSHARE_SHARE_HISTORY_DAYS
+        ),
+        "sync_runs": sync.prune_sync_history(keep_days=settings.FAIRSHARE_SYNC_HISTORY_DAYS),
+    }

@@ -12,9 +12,10 @@ from django.utils import timezone
 from monitoring.models import CapacitySnapshot, UsageSample
 from quotas.models import Namespace, Team, TeamQuota
 from scheduling.domain.fairness import Tenant
+from scheduling.exceptions import NoCapacity, ShareProblemError
 from scheduling.models import ShareComputation, ShareSnapshot
 from scheduling.services import compute_shares, prune_share_history
-from scheduling.shares import NoCapacity, ShareProblemError, build_problem
+from scheduling.shares import build_problem
 from tests.base import GPU
 
 Gi = 2**30

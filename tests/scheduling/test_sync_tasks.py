@@ -190,3 +190,34 @@ def test_a_broker_outage_is_logged_and_does_not_break_the_request(caplog):
     [record] = caplog.records
     assert "could not enqueue" in record.getMessage()
     assert "[4]" in record.getMessage()
+
+
+@pytest.mark.django_db
+def test_compute_shares_task_skips_cleanly_before_any_capacity_was_collected():
+    from scheduling.tasks import compute_shares
+
+    assert compute_shares(trigger="test") == {
+        "computation_id": None,
+        "teams": 0,
+        "status": "skipped",
+    }
+
+
+@pytest.mark.django_db
+def test_prune_history_drops_old_finished_runs_but_keeps_the_newest_and_running_ones():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduling.models import SyncRun
+    from scheduling.sync import prune_sync_history
+
+    now = timezone.now()
+    old = [SyncRun.objects.create(status="succeeded") for _ in range(3)]
+    running = SyncRun.objects.create(status="running")
+    SyncRun.objects.filter(pk__in=[r.pk for r in [*old, running]]).update(
+        created=now - timedelta(days=30)
+    )
+    fresh = SyncRun.objects.create(status="failed")
+    assert prune_sync_history(keep_days=14, keep_last=1, now=now) == 3
+    assert set(SyncRun.objects.values_list("pk", flat=True)) == {running.pk, fresh.pk}
