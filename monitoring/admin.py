@@ -1,9 +1,74 @@
 from django.contrib import admin
 
-from monitoring.models import CapacitySnapshot
+from monitoring.models import (
+    BudgetAlert,
+    CapacitySnapshot,
+    ChargebackStatement,
+    GpuSample,
+    IdleGpuAlert,
+    RateCard,
+    UsageRollup,
+    UsageSample,
+)
 from quotas.admin import SiteAdminOnly
 
 
 @admin.register(CapacitySnapshot)
 class CapacitySnapshotAdmin(SiteAdminOnly, admin.ModelAdmin):
     list_display = ["taken_at", "source", "nodes"]
+
+
+@admin.register(UsageSample)
+class UsageSampleAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["taken_at", "namespace", "team", "resource", "flavor", "allocated", "pending"]
+    list_filter = ["resource"]
+    search_fields = ["namespace"]
+
+
+@admin.register(GpuSample)
+class GpuSampleAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["taken_at", "node", "index", "model", "util_gpu", "namespace", "pod", "team"]
+    search_fields = ["node", "uuid", "pod", "namespace"]
+
+
+@admin.register(UsageRollup)
+class UsageRollupAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = [
+        "period",
+        "start",
+        "namespace",
+        "team",
+        "resource",
+        "flavor",
+        "allocated_hours",
+        "used_hours",
+    ]
+    list_filter = ["period", "resource"]
+
+
+@admin.register(RateCard)
+class RateCardAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = [
+        "resource",
+        "flavor",
+        "price_per_unit_hour",
+        "currency",
+        "valid_from",
+        "valid_to",
+    ]
+
+
+@admin.register(ChargebackStatement)
+class ChargebackStatementAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["start", "end", "group_by", "frozen_at", "frozen_by"]
+
+
+@admin.register(IdleGpuAlert)
+class IdleGpuAlertAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["team", "node", "pod", "gpus", "avg_utilization", "status", "last_seen_at"]
+    list_filter = ["status"]
+
+
+@admin.register(BudgetAlert)
+class BudgetAlertAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["budget", "month", "threshold", "used_hours", "created"]

@@ -4,6 +4,7 @@ queryset goes through ``visible_to`` like the rest of the app."""
 from django.contrib import admin
 
 from quotas.models import (
+    ApiToken,
     AuditEvent,
     Budget,
     LimitPolicy,
@@ -135,3 +136,42 @@ class AuditEventAdmin(SiteAdminOnly, admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = [
+        "name",
+        "kind",
+        "user",
+        "prefix",
+        "node",
+        "created",
+        "last_used_at",
+        "revoked_at",
+    ]
+    list_filter = ["kind"]
+    readonly_fields = ["prefix", "key_hash", "created", "last_used_at"]
+    search_fields = ["name", "user__username", "node"]
+
+    def has_add_permission(self, request, *args):
+        return False  # tokens are issued through the API so the secret is shown exactly once
+
+
+@admin.register(QuotaRequestLine)
+class QuotaRequestLineAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = [
+        "request",
+        "resource",
+        "guarantee",
+        "limit",
+        "approved_guarantee",
+        "approved_limit",
+    ]
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .filter(request__in=QuotaRequest.objects.visible_to(request.user))
+        )

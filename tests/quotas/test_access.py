@@ -177,3 +177,15 @@ def test_a_site_admin_uses_the_django_admin(client, cast):
 def test_health_endpoints_answer(client, db):
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/readyz").json() == {"status": "ok", "database": "ok"}
+
+
+def test_every_model_has_an_admin_page_for_site_admins(client, cast):
+    from django.apps import apps
+    from django.contrib import admin as django_admin
+
+    client.force_login(cast.root)
+    for label in ("quotas", "scheduling", "monitoring"):
+        for model in apps.get_app_config(label).get_models():
+            assert model in django_admin.site._registry, model
+            url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+            assert client.get(url).status_code == 200, url
