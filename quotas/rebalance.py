@@ -21,8 +21,14 @@ from quotas.exceptions import PermissionDenied
 from quotas.models import PriorityTier, Team, TeamQuota
 from quotas.quantities import format_quantity, parse_quantity
 from quotas.querysets import is_site_admin
-from quotas.services import audit, capacity_lock, check_capacity, set_team_quota
-from quotas.signals import quota_changed
+from quotas.services import (
+    audit,
+    capacity_lock,
+    check_capacity,
+    coalesced_quota_changes,
+    notify_quota_changed,
+    set_team_quota,
+)
 
 __all__ = ["RebalanceResult", "rebalance"]
 
@@ -71,8 +77,8 @@ def rebalance(changes: Mapping[str, Mapping], *, actor, note: str = "") -> Rebal
     3. save weights and tiers (``full_clean``, one ``rebalance`` AuditEvent per team), then the
        guarantees through ``set_team_quota`` — decreases first, so no intermediate state is
        over capacity;
-    4. after commit, ``quota_changed`` fires (set_team_quota sends it for quotas; we send it for
-       weights and tiers), which recomputes shares and then syncs the cluster.
+    4. after commit, ``quota_changed`` fires once for every team touched (quotas, weights and
+       tiers), which recomputes shares and then syncs the cluster.
 
     Unchanged values are skipped. Raises PermissionDenied (not an admin), ValidationError keyed
     ``<slug>.weight``, ``<slug>.tier`` or ``<slug>.guarantee.<resource>`` (nothing saved),
@@ -149,22 +155,19 @@ def rebalance(changes: Mapping[str, Mapping], *, actor, note: str = "") -> Rebal
                 note=note,
             )
             result.teams.append(team.slug)
-        # Decreases first: every intermediate total stays at or below the checked final one.
-        for team, resource, amount, limit, _old in sorted(
-            quota_updates, key=lambda u: (u[2] > u[4], u[0].slug, u[1])
-        ):
-            set_team_quota(
-                team,
-                resource,
-                guarantee=amount,
-                limit=limit,
-                actor=actor,
-                note=note or f"rebalance: guarantee {format_quantity(amount, resource)}",
-            )
-            result.quotas.append((team.slug, resource))
-        if team_updates:
-            ids = sorted(team.pk for team, _ in team_updates)
-            transaction.on_commit(
-                lambda: quota_changed.send(sender=Team, team_ids=ids, reason="rebalance")
-            )
+        with coalesced_quota_changes("rebalance"):
+            # Decreases first: every intermediate total stays at or below the checked final one.
+            for team, resource, amount, limit, _old in sorted(
+                quota_updates, key=lambda u: (u[2] > u[4], u[0].slug, u[1])
+            ):
+                set_team_quota(
+                    team,
+                    resource,
+                    guarantee=amount,
+                    limit=limit,
+                    actor=actor,
+                    note=note or f"rebalance: guarantee {format_quantity(amount, resource)}",
+                )
+                result.quotas.append((team.slug, resource))
+            notify_quota_changed([team.pk for team, _ in team_updates], "rebalance")
     return result

@@ -16,8 +16,10 @@ at once can never over-commit.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -100,7 +102,34 @@ def quota_state(team: Team) -> dict[str, dict[str, str | None]]:
     }
 
 
-def _notify_quota_changed(team_ids: Iterable[int], reason: str) -> None:
+_batch = threading.local()
+
+
+@contextmanager
+def coalesced_quota_changes(reason: str):
+    """Within this block (inside a transaction), quota changes notify ``quota_changed`` once,
+    after commit, for all teams touched — a rebalance of 50 teams is one recompute-and-sync."""
+    outer = getattr(_batch, "team_ids", None)
+    if outer is not None:  # nested: the outermost block sends
+        yield
+        return
+    _batch.team_ids = set()
+    try:
+        yield
+        ids = sorted(_batch.team_ids)
+    finally:
+        _batch.team_ids = None
+    if ids:
+        transaction.on_commit(
+            lambda: quota_changed.send(sender=QuotaRequest, team_ids=ids, reason=reason)
+        )
+
+
+def notify_quota_changed(team_ids: Iterable[int], reason: str) -> None:
+    pending = getattr(_batch, "team_ids", None)
+    if pending is not None:
+        pending.update(team_ids)
+        return
     ids = sorted(set(team_ids))
     transaction.on_commit(
         lambda: quota_changed.send(sender=QuotaRequest, team_ids=ids, reason=reason)
@@ -434,7 +463,7 @@ def approve_request(
             after=quota_state(request.team) | {"request": request_state(request)},
             note=note,
         )
-        _notify_quota_changed([request.team_id], "approve")
+        notify_quota_changed([request.team_id], "approve")
     return request
 
 
@@ -519,7 +548,7 @@ def expire_temporary_quota(*, now: datetime | None = None) -> ExpiryResult:
                     before=before,
                     after=quota_state(request.team),
                 )
-                _notify_quota_changed([request.team_id], "activate")
+                notify_quota_changed([request.team_id], "activate")
             activated.append(pk)
         except QuotaExceeded as e:
             logger.warning("Temporary grant #%s cannot start yet: %s", pk, e)
@@ -548,7 +577,7 @@ def expire_temporary_quota(*, now: datetime | None = None) -> ExpiryResult:
                 before=before,
                 after=quota_state(request.team),
             )
-            _notify_quota_changed([request.team_id], "expire")
+            notify_quota_changed([request.team_id], "expire")
         expired.append(pk)
     return ExpiryResult(activated, expired, failed)
 
@@ -606,5 +635,5 @@ def set_team_quota(
             after=quota_state(team),
             note=note,
         )
-        _notify_quota_changed([team.pk], "set-quota")
+        notify_quota_changed([team.pk], "set-quota")
     return quota

@@ -326,3 +326,33 @@ def test_set_team_quota_is_admin_only_and_checks_capacity(cast):
         cast.team_a, "cpu", guarantee="500m", limit="2", actor=cast.root
     )
     assert quota.guarantee == Decimal("0.5")
+
+
+def test_changes_in_a_coalesced_block_notify_once_after_commit(
+    cast, django_capture_on_commit_callbacks
+):
+    from django.db import transaction
+
+    from quotas.signals import quota_changed
+
+    seen = []
+
+    def listener(sender, team_ids, reason, **kwargs):
+        seen.append((team_ids, reason))
+
+    quota_changed.connect(listener)
+    try:
+        with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+            with services.coalesced_quota_changes("rebalance"):
+                services.set_team_quota(
+                    cast.team_a, GPU, guarantee="10", limit="40", actor=cast.root
+                )
+                services.set_team_quota(
+                    cast.team_b, GPU, guarantee="20", limit="60", actor=cast.root
+                )
+                services.set_team_quota(
+                    cast.team_b, "cpu", guarantee="4", limit="8", actor=cast.root
+                )
+    finally:
+        quota_changed.disconnect(listener)
+    assert seen == [(sorted([cast.team_a.pk, cast.team_b.pk]), "rebalance")]
