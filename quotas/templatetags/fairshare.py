@@ -46,9 +46,20 @@ def quantity(value, resource: str = "") -> str:
     if amount is None:
         return "—" if value in (None, "") else str(value)
     try:
-        return format_quantity(amount, resource or "")
+        text = format_quantity(amount, resource or "")
     except ValueError:
         return str(value)
+    # Canonical forms that read badly (14158336Mi, 22521600m) are shown rounded for people;
+    # forms and the API keep the exact canonical value.
+    if (
+        is_byte_resource(resource or "")
+        and amount >= 2**30
+        and not text.endswith(("Gi", "Ti", "Pi", "Ei"))
+    ):
+        return approx_quantity(amount, resource)
+    if text.endswith("m") and amount >= 10:
+        return f"{amount.quantize(Decimal('0.1'), rounding=ROUND_FLOOR):f}".removesuffix(".0")
+    return text
 
 
 @register.filter

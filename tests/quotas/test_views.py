@@ -993,3 +993,19 @@ def test_a_members_dashboard_runs_a_constant_number_of_queries(
         response = client.get(reverse("home"))
 
     assert len(response.context["rows"]) == 31
+
+
+@pytest.mark.parametrize(
+    ("amount", "resource", "shown"),
+    [
+        (Decimal(14158336 * 2**20), "memory", "13.5Ti"),
+        (Decimal("22521.6"), "cpu", "22521.6"),
+        (Decimal("0.5"), "cpu", "500m"),
+        (Decimal(64 * 2**30), "memory", "64Gi"),
+        (Decimal(8), "nvidia.com/gpu", "8"),
+    ],
+)
+def test_quantities_are_shown_readably(amount, resource, shown):
+    from quotas.templatetags.fairshare import quantity
+
+    assert quantity(amount, resource) == shown
