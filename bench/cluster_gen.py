@@ -4,9 +4,11 @@ Two uses:
 
 * ``python bench/cluster_gen.py --demo > monitoring/fixtures/demo_cluster.json`` writes the demo
   cluster: 127 H100 nodes x 8 GPUs (one NotReady, one cordoned, so exactly 1,000 GPUs are
-  schedulable), 16 CPU-only nodes, and 643 pods across seven team namespaces plus ``kube-system``.
-  Workloads are hand-placed (first-fit, never over a node's allocatable) and cover Running, Pending
-  (bound and unbound), Succeeded and Failed pods, init containers, sidecars and pod overhead.
+  schedulable), 16 CPU-only nodes, and 554 pods across seven team namespaces, the unmanaged
+  ``shared-batch`` and ``kube-system``. Each team's allocated requests fit its ``seed_demo`` quota
+  limits (498 GPUs allocated in all, 224 of them unassigned). Workloads are hand-placed (first-fit,
+  never over a node's allocatable) and cover Running, Pending (bound and unbound), Succeeded and
+  Failed pods, init containers, sidecars and pod overhead.
 * ``generate_nodes(n)`` / ``generate_pods(m, nodes)`` (or ``--nodes N --pods M``) make arbitrarily
   large clusters for benchmarks. Pods are yielded lazily and are *not* packed: a node may be
   over-committed, which does not matter for throughput measurements.
@@ -412,8 +414,17 @@ def demo_cluster() -> Json:
 
     Nodes: ``gpu-h100-000``..``gpu-h100-126`` (192 cores, 2015Gi, 8 H100 each; ``-125`` NotReady and
     ``-126`` cordoned, each still running one training worker) and ``cpu-000``..``cpu-015`` (64
-    cores, 256Gi). Pods: training jobs, notebooks and inference in the six GPU namespaces,
-    CPU services in ``platform-tools`` and DaemonSets/CoreDNS in the unmanaged ``kube-system``.
+    cores, 256Gi). Pods: training jobs (8-GPU workers of 48 cores and 256Gi), notebooks and
+    inference (1-4 GPUs) in the six GPU namespaces, CPU services in ``platform-tools``, and in the
+    unmanaged (team-less) namespaces batch work in ``shared-batch`` and DaemonSets/CoreDNS in
+    ``kube-system``.
+
+    Sized to the ``seed_demo`` quotas: every team's *allocated* requests (bound, not finished pods)
+    fit its limits, and every namespace's fit its ResourceQuota, the team limit split by
+    ``Namespace.share``. GPUs allocated (+ pending) against the limit: research-team 56 (+24) of
+    64 (research-ml 36 of 43, research-nlp 20 of 21), production-team 120 (+1) of 136 after the
+    approved request (prod-training 96 of 102, prod-inference 24 of 34), cv-team 64 (+16) of 96,
+    speech-team 34 (+4) of 48, platform-team CPU only; ``shared-batch`` 224 (+8), no quota.
     """
     rng = random.Random(DEMO_SEED)
     zones = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -487,17 +498,21 @@ def demo_cluster() -> Json:
         "fetch-dataset", "registry.example.com/tools/s5cmd:2.2", {"cpu": "4", "memory": "16Gi"}
     )
     trainer = "registry.example.com/train/megatron:24.10"
-    # prod-training: 256 + 32 GPUs bound, one worker each on the NotReady and the cordoned node.
+    # Every team's allocated requests fit its quota limits and each namespace's ResourceQuota (the
+    # team limit split by Namespace.share in seed_demo); pending pods are the demand beyond that.
+    # An 8-GPU training worker asks for 48 cores and 256Gi.
+    # prod-training (ResourceQuota 102 GPUs, 768 cores, 3072Gi): 80 + 16 GPUs, 576 cores, 2944Gi;
+    # one worker each on the NotReady and the cordoned node.
     pods += _job(
         rng,
         packer,
         open_gpu,
         namespace="prod-training",
         job="foundation-70b",
-        workers=32,
+        workers=10,
         gpus=8,
-        cpu="176",
-        memory="1600Gi",
+        cpu="48",
+        memory="256Gi",
         image=trainer,
         init=fetch,
         prefer=[not_ready],
@@ -508,25 +523,26 @@ def demo_cluster() -> Json:
         open_gpu,
         namespace="prod-training",
         job="nightly-finetune",
-        workers=4,
+        workers=2,
         gpus=8,
-        cpu="176",
-        memory="1600Gi",
+        cpu="48",
+        memory="192Gi",
         image=trainer,
         prefer=[cordoned],
         minutes=-180,
     )
-    # research-nlp: 128 + 12 GPUs bound, 32 GPUs pending.
+    # research-nlp (21 GPUs, 170.667 cores, 682.67Gi): 16 + 4 GPUs, 128 cores, 640Gi bound;
+    # 8 GPUs pending.
     pods += _job(
         rng,
         packer,
         open_gpu,
         namespace="research-nlp",
         job="llm-pretrain-7b",
-        workers=16,
+        workers=2,
         gpus=8,
-        cpu="176",
-        memory="1600Gi",
+        cpu="48",
+        memory="256Gi",
         image=trainer,
         init=fetch,
     )
@@ -536,10 +552,10 @@ def demo_cluster() -> Json:
         open_gpu,
         namespace="research-nlp",
         job="tokenizer-eval",
-        workers=6,
+        workers=2,
         gpus=2,
         cpu="16",
-        memory="128Gi",
+        memory="64Gi",
         image="registry.example.com/nlp/eval:1.4",
         minutes=-90,
     )
@@ -549,25 +565,26 @@ def demo_cluster() -> Json:
         open_gpu,
         namespace="research-nlp",
         job="long-context-13b",
-        workers=4,
+        workers=1,
         gpus=8,
-        cpu="176",
-        memory="1600Gi",
+        cpu="48",
+        memory="256Gi",
         image=trainer,
         bound=False,
         minutes=-20,
     )
-    # research-ml: 96 + 32 GPUs bound, 20 notebooks, 64 GPUs pending, 10 finished data-prep pods.
+    # research-ml (43 GPUs, 341.333 cores, 1365.33Gi): 24 + 8 GPUs training, 4 notebooks,
+    # 208 cores, 1152Gi; 16 GPUs pending; 10 finished data-prep pods.
     pods += _job(
         rng,
         packer,
         open_gpu,
         namespace="research-ml",
         job="moe-ablation",
-        workers=12,
+        workers=3,
         gpus=8,
-        cpu="176",
-        memory="1600Gi",
+        cpu="48",
+        memory="256Gi",
         image=trainer,
         init=fetch,
     )
@@ -577,10 +594,10 @@ def demo_cluster() -> Json:
         open_gpu,
         namespace="research-ml",
         job="rl-agent",
-        workers=4,
+        workers=1,
         gpus=8,
-        cpu="176",
-        memory="1600Gi",
+        cpu="48",
+        memory="256Gi",
         image="registry.example.com/rl/agent:0.9",
     )
     pods += _job(
@@ -589,10 +606,10 @@ def demo_cluster() -> Json:
         open_gpu,
         namespace="research-ml",
         job="moe-scale",
-        workers=8,
+        workers=2,
         gpus=8,
-        cpu="176",
-        memory="1600Gi",
+        cpu="48",
+        memory="256Gi",
         image=trainer,
         bound=False,
         minutes=-15,
@@ -617,23 +634,24 @@ def demo_cluster() -> Json:
         open_gpu,
         namespace="research-ml",
         app="notebook",
-        replicas=20,
+        replicas=4,
         requests={"cpu": "4", "memory": "32Gi", GPU: "1"},
         image="quay.io/jupyter/pytorch-notebook:cuda12-2024-11-04",
     )
-    # prod-inference: 48 x 1 GPU (one replica Pending but bound, one unbound), 8 x 4 GPU with an
-    # envoy sidecar declared before the weight download init container.
+    # prod-inference (34 GPUs, 256 cores, 1024Gi): 12 x 1 GPU (one replica Pending but bound) and
+    # one unbound replica; 3 x 4 GPU with an envoy sidecar declared before the weight download
+    # init container (the sidecar adds 500m and 256Mi). 24 GPUs, 193.5 cores, 960.75Gi bound.
     pods += _deployment(
         rng,
         packer,
         open_gpu,
         namespace="prod-inference",
         app="serve-llama-8b",
-        replicas=48,
-        requests={"cpu": "8", "memory": "64Gi", GPU: "1"},
+        replicas=13,
+        requests={"cpu": "8", "memory": "32Gi", GPU: "1"},
         image="registry.example.com/serve/vllm:0.6.4",
-        phases={47: "Pending"},
-        unbound=[46],
+        phases={11: "Pending"},
+        unbound=[12],
     )
     envoy = container(
         "envoy",
@@ -651,23 +669,24 @@ def demo_cluster() -> Json:
         open_gpu,
         namespace="prod-inference",
         app="serve-llama-70b",
-        replicas=8,
-        requests={"cpu": "32", "memory": "256Gi", GPU: "4"},
+        replicas=3,
+        requests={"cpu": "32", "memory": "192Gi", GPU: "4"},
         image="registry.example.com/serve/vllm:0.6.4",
         init_containers=[envoy, download],
     )
-    # cv-vision: 64 GPUs training, 16 eval pods in Kata sandboxes (pod overhead), 3 Failed,
-    # 16 GPUs pending.
+    # cv-vision (96 GPUs, 512 cores, 2048Gi): 48 GPUs training, 8 x 2 GPU eval pods in Kata
+    # sandboxes (pod overhead), 4 CPU preprocessing pods; 64 GPUs, 450 cores, 1985.25Gi bound.
+    # 3 Failed; 16 GPUs and 2 preprocessing pods pending.
     pods += _job(
         rng,
         packer,
         open_gpu,
         namespace="cv-vision",
         job="detector-train",
-        workers=8,
+        workers=6,
         gpus=8,
-        cpu="176",
-        memory="1600Gi",
+        cpu="48",
+        memory="256Gi",
         image="registry.example.com/cv/detectron:3.1",
     )
     pods += _deployment(
@@ -676,11 +695,22 @@ def demo_cluster() -> Json:
         open_gpu,
         namespace="cv-vision",
         app="detector-eval",
-        replicas=16,
-        requests={"cpu": "8", "memory": "64Gi", GPU: "1"},
+        replicas=8,
+        requests={"cpu": "12", "memory": "48Gi", GPU: "2"},
         image="registry.example.com/cv/detectron:3.1",
         runtime_class="kata-nvidia",
         overhead={"cpu": "250m", "memory": "160Mi"},
+    )
+    pods += _deployment(
+        rng,
+        packer,
+        cpu_names,
+        namespace="cv-vision",
+        app="label-preprocess",
+        replicas=6,
+        requests={"cpu": "16", "memory": "16Gi"},
+        image="registry.example.com/cv/preprocess:1.2",
+        unbound=[4, 5],
     )
     pods += _job(
         rng,
@@ -704,23 +734,24 @@ def demo_cluster() -> Json:
         job="video-pretrain",
         workers=2,
         gpus=8,
-        cpu="176",
-        memory="1600Gi",
+        cpu="48",
+        memory="256Gi",
         image="registry.example.com/cv/video:0.1",
         bound=False,
         minutes=-5,
     )
-    # speech-asr: 48 GPUs fine-tuning, 10 x 1 GPU transcription, 4 x 1 GPU pending.
+    # speech-asr (48 GPUs, 256 cores, 1024Gi): 24 GPUs fine-tuning, 10 x 1 GPU transcription;
+    # 34 GPUs, 184 cores, 928Gi bound; 4 x 1 GPU pending.
     pods += _job(
         rng,
         packer,
         open_gpu,
         namespace="speech-asr",
         job="whisper-ft",
-        workers=6,
+        workers=3,
         gpus=8,
-        cpu="176",
-        memory="1600Gi",
+        cpu="48",
+        memory="256Gi",
         image="registry.example.com/asr/whisper:3.0",
         init=fetch,
     )
@@ -731,9 +762,47 @@ def demo_cluster() -> Json:
         namespace="speech-asr",
         app="transcribe",
         replicas=14,
-        requests={"cpu": "8", "memory": "64Gi", GPU: "1"},
+        requests={"cpu": "4", "memory": "16Gi", GPU: "1"},
         image="registry.example.com/asr/whisper:3.0",
         unbound=[10, 11, 12, 13],
+    )
+    # shared-batch: no team (unassigned usage), no ResourceQuota. 160 + 64 GPUs bound, 8 pending.
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="shared-batch",
+        job="embed-backfill",
+        workers=20,
+        gpus=8,
+        cpu="48",
+        memory="256Gi",
+        image="registry.example.com/batch/embed:2.3",
+        minutes=-900,
+    )
+    pods += _deployment(
+        rng,
+        packer,
+        open_gpu,
+        namespace="shared-batch",
+        app="batch-eval",
+        replicas=16,
+        requests={"cpu": "24", "memory": "128Gi", GPU: "4"},
+        image="registry.example.com/batch/eval:1.0",
+    )
+    pods += _job(
+        rng,
+        packer,
+        open_gpu,
+        namespace="shared-batch",
+        job="reindex",
+        workers=1,
+        gpus=8,
+        cpu="48",
+        memory="256Gi",
+        image="registry.example.com/batch/embed:2.3",
+        bound=False,
+        minutes=-10,
     )
     # platform-tools: CPU services, finished CI runs, sandboxed runners with pod overhead.
     for app, replicas, requests, extra in (

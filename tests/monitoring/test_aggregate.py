@@ -508,18 +508,57 @@ def test_the_demo_cluster_has_the_advertised_gpu_usage(demo_usage):
         for ns, usage in demo_usage.namespaces.items()
     }
     assert gpus == {
-        "cv-vision": ("cv", 80, 16),
+        "cv-vision": ("cv", 64, 16),
         "kube-system": (UNASSIGNED, 0, 0),
         "platform-tools": ("platform", 0, 0),
-        "prod-inference": ("prod", 79, 1),
-        "prod-training": ("prod", 288, 0),
-        "research-ml": ("research", 148, 64),
-        "research-nlp": ("research", 140, 32),
-        "speech-asr": ("speech", 58, 4),
+        "prod-inference": ("prod", 24, 1),
+        "prod-training": ("prod", 96, 0),
+        "research-ml": ("research", 36, 16),
+        "research-nlp": ("research", 20, 8),
+        "shared-batch": (UNASSIGNED, 224, 8),
+        "speech-asr": ("speech", 34, 4),
     }
-    assert demo_usage.pod_counts == {"allocated": 605, "pending": 19, "finished": 19}
-    # 16 of the 793 allocated GPUs sit on the NotReady and the cordoned node.
-    assert sum(by[H100].get(GPU, 0) for by in demo_usage.flavor_allocated.values()) == 793
+    # 554 pods: 399 kube-system (143 + 127 + 127 DaemonSet pods, 2 CoreDNS) and 155 workload pods,
+    # of which 13 are unbound and 19 finished (10 Succeeded data-prep, 3 Failed, 6 CI runs).
+    assert demo_usage.pod_counts == {"allocated": 522, "pending": 13, "finished": 19}
+    # 16 of the 498 allocated GPUs sit on the NotReady and the cordoned node.
+    assert sum(by[H100].get(GPU, 0) for by in demo_usage.flavor_allocated.values()) == 498
+
+
+# seed_demo's limits (cores, Gi, GPUs) per namespace: the team limit split by Namespace.share
+# (research-ml 2 : research-nlp 1, prod-training 3 : prod-inference 1), GPUs in whole devices.
+DEMO_RESOURCE_QUOTAS = {
+    "research-ml": (D(1024) / 3, D(4096) / 3, 43),
+    "research-nlp": (D(512) / 3, D(2048) / 3, 21),
+    "prod-training": (768, 3072, 102),
+    "prod-inference": (256, 1024, 34),
+    "cv-vision": (512, 2048, 96),
+    "speech-asr": (256, 1024, 48),
+    "platform-tools": (128, 512, 16),
+}
+
+
+def test_the_demo_cluster_fits_the_demo_resource_quotas(demo_usage):
+    allocated = {
+        ns: (
+            usage.allocated.get("cpu", 0),
+            usage.allocated.get("memory", 0) / GI,
+            usage.allocated.get(GPU, 0),
+        )
+        for ns, usage in demo_usage.namespaces.items()
+        if ns in DEMO_RESOURCE_QUOTAS
+    }
+    assert allocated == {
+        "research-ml": (208, 1152, 36),
+        "research-nlp": (128, 640, 20),
+        "prod-training": (576, 2944, 96),
+        "prod-inference": (D("193.5"), D("960.75"), 24),
+        "cv-vision": (450, D("1985.25"), 64),
+        "speech-asr": (184, 928, 34),
+        "platform-tools": (D("30.5"), D("120.3125"), 0),
+    }
+    for ns, amounts in allocated.items():
+        assert all(a <= q for a, q in zip(amounts, DEMO_RESOURCE_QUOTAS[ns], strict=True)), ns
 
 
 def test_the_demo_cluster_never_overcommits_a_node():

@@ -157,7 +157,7 @@ def test_the_demo_snapshot_mode_stores_1000_schedulable_gpus(cast, settings):
     assert snapshot.nodes == 141
     assert n == UsageSample.objects.filter(taken_at=NOW).count() > 0
     allocated = sum(s.allocated for s in UsageSample.objects.filter(taken_at=NOW, resource=GPU))
-    assert allocated == 793
+    assert allocated == 498
 
 
 def test_it_refuses_to_collect_when_disabled(cast, settings):

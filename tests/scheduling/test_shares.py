@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
 from monitoring.models import CapacitySnapshot, UsageSample
+from monitoring.services import collect_usage
 from quotas.models import Namespace, Team, TeamQuota
+from scheduling.desired import split_quota
 from scheduling.domain.fairness import Tenant
 from scheduling.exceptions import NoCapacity, ShareProblemError
 from scheduling.models import ShareComputation, ShareSnapshot
@@ -19,6 +22,7 @@ from scheduling.shares import build_problem
 from tests.base import GPU
 
 Gi = 2**30
+DEMO = Path(__file__).resolve().parents[2] / "monitoring" / "fixtures" / "demo_cluster.json"
 NOW = timezone.now().replace(microsecond=0)
 
 
@@ -123,6 +127,45 @@ def test_it_records_snapshots_for_the_demo_data():
     assert rows["production-team"].reason == "saturated:cpu"
     assert rows["production-team"].fair_allocation["cpu"] == "963.368"
     assert rows["research-team"].demand == {"cpu": "512", "memory": str(2048 * Gi), GPU: "64"}
+
+
+@pytest.mark.django_db
+def test_the_demo_cluster_usage_fits_the_demo_quotas_and_drives_the_shares(settings):
+    call_command("seed_demo", "--quiet")
+    settings.FAIRSHARE_CLUSTER = f"snapshot:{DEMO}"
+    collect_usage(now=NOW)
+
+    problem = build_problem()
+    rows = snapshots(compute_shares(trigger="demo", now=NOW))
+
+    # Allocated usage stays inside every namespace's ResourceQuota (the team limit split by share).
+    for slug, team in problem.teams.items():
+        limits = {q.resource: q.limit for q in TeamQuota.objects.filter(team__slug=slug)}
+        shares = dict(Namespace.objects.filter(team__slug=slug).values_list("name", "share"))
+        for namespace, quota in split_quota(limits, shares).items():
+            for resource, used in team.namespaces.get(namespace, {}).items():
+                assert used <= quota[resource], (namespace, resource)
+    gpus = {
+        slug: (row.usage.get(GPU, "0"), row.demand.get(GPU, "0"), row.fair_allocation[GPU])
+        for slug, row in rows.items()
+    }
+    # (allocated, allocated + pending, fair) GPUs; limits 64, 96, 48 | 136, 16; depts 208 | 144.
+    assert gpus == {
+        "ai-research": ("154", "198", "166"),
+        "research-team": ("56", "80", "64"),
+        "cv-team": ("64", "80", "64"),
+        "speech-team": ("34", "38", "38"),
+        "ai-production": ("120", "121", "121"),
+        "production-team": ("120", "121", "121"),
+        "platform-team": ("0", "0", "0"),
+    }
+    # research-team wants 80 GPUs, over its 64 limit; cv-team's 16 pending GPUs come with 544Gi
+    # that its 2048Gi memory limit cannot hold (2048 / 2529.25 of its demand is 64.8 GPUs).
+    assert rows["research-team"].reason == "saturated:nvidia.com/gpu"
+    assert rows["cv-team"].reason == "limit"
+    assert rows["cv-team"].fair_allocation["memory"] == str(2048 * Gi)
+    assert rows["production-team"].reason == "demand-met"
+    assert rows["platform-team"].usage == {"cpu": "30.5", "memory": str(120 * Gi + 320 * 2**20)}
 
 
 @pytest.mark.django_db
