@@ -230,6 +230,12 @@ REST_FRAMEWORK = {
         "rest_framework.permissions.IsAuthenticated",
         "quotas.api.authentication.TokenKindPolicy",
     ],
+    # JSON and form bodies over DATA_UPLOAD_MAX_MEMORY_SIZE are refused (413) before parsing.
+    "DEFAULT_PARSER_CLASSES": [
+        "config.api.BoundedJSONParser",
+        "config.api.BoundedFormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "config.api.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
@@ -307,6 +313,7 @@ FAIRSHARE_BUDGET_THRESHOLDS = [
 # ----------------------------------------------------------------------------- Notifications
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fairshare@localhost")
+FAIRSHARE_BASE_URL = env_str("FAIRSHARE_BASE_URL", "")  # for links in notifications
 FAIRSHARE_WEBHOOK_URL = env_secret("FAIRSHARE_WEBHOOK_URL", "") or ""
 
 # ----------------------------------------------------------------------------- Logging

@@ -1,7 +1,11 @@
 """Notifications about quota requests: by email and, optionally, to a Slack-compatible webhook.
 
 * submitted → the site admins (the approvers), so someone looks at the queue;
-* approved / rejected / withdrawn → the requester and the team's leads.
+* approved / rejected / withdrawn → the requester and the team's leads;
+* a temporary grant expired → the requester and the team's leads.
+
+The services send these (so the UI and the REST API notify alike); links use
+``FAIRSHARE_BASE_URL``.
 
 Delivery is best effort and happens after the transaction commits: a failing mail server or
 webhook is logged and never raised, so it cannot undo or fail the decision that was made. The
@@ -18,13 +22,14 @@ from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
+from django.urls import reverse
 
 from monitoring.notify import post_webhook
 from quotas.choices import MembershipRole, QuotaRequestStatus
 from quotas.models import Membership, QuotaRequest
 from quotas.quantities import format_quantity
 
-__all__ = ["request_decided", "request_submitted"]
+__all__ = ["request_decided", "request_expired", "request_submitted"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +107,14 @@ def _after_commit(send) -> None:
     transaction.on_commit(guarded)
 
 
+def _url(request: QuotaRequest) -> str:
+    base = getattr(settings, "FAIRSHARE_BASE_URL", "").rstrip("/")
+    return f"{base}{reverse('quotas:quotarequest', args=[request.pk])}" if base else ""
+
+
 def request_submitted(request: QuotaRequest, *, url: str = "") -> None:
     """Tell the approvers that ``request`` waits for a decision (after commit)."""
+    url = url or _url(request)
 
     def send() -> None:
         subject = f"Quota request #{request.pk} from {request.team.slug} awaits approval"
@@ -119,6 +130,7 @@ def request_submitted(request: QuotaRequest, *, url: str = "") -> None:
 
 def request_decided(request: QuotaRequest, *, actor=None, url: str = "") -> None:
     """Tell the requester and the team's leads what happened to ``request`` (after commit)."""
+    url = url or _url(request)
 
     def send() -> None:
         verb = {
@@ -131,6 +143,22 @@ def request_decided(request: QuotaRequest, *, actor=None, url: str = "") -> None
         body = f"Request #{request.pk} {verb} by {who} ({_window(request)}):\n{_lines(request)}"
         if request.decision_note:
             body += f"\n\nNote: {request.decision_note}"
+        _deliver(subject, body, _team_emails(request), url=url)
+
+    _after_commit(send)
+
+
+def request_expired(request: QuotaRequest) -> None:
+    """Tell the requester and the team's leads that a temporary grant ended (after commit)."""
+    url = _url(request)
+
+    def send() -> None:
+        subject = f"Temporary quota #{request.pk} for {request.team.slug} expired"
+        body = (
+            f"The temporary grant of request #{request.pk} ended at "
+            f"{request.window_end.isoformat(timespec='minutes')}; the team's quota went back "
+            f"by what it added:\n{_lines(request)}"
+        )
         _deliver(subject, body, _team_emails(request), url=url)
 
     _after_commit(send)

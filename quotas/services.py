@@ -30,6 +30,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from monitoring.models import CapacitySnapshot
+from quotas import notify
 from quotas.choices import AuditVerb, QuotaRequestStatus
 from quotas.exceptions import InvalidTransition, PermissionDenied, QuotaExceeded
 from quotas.models import AuditEvent, QuotaRequest, QuotaRequestLine, Team, TeamQuota
@@ -345,6 +346,7 @@ def submit_request(
             after=request_state(request),
             note=request.justification[:500],
         )
+        notify.request_submitted(request)
     return request
 
 
@@ -464,6 +466,7 @@ def approve_request(
             note=note,
         )
         notify_quota_changed([request.team_id], "approve")
+        notify.request_decided(request, actor=approver)
     return request
 
 
@@ -485,6 +488,7 @@ def reject_request(request_id: int, *, approver, note: str, now: datetime | None
         request.decided_by, request.decided_at, request.decision_note = approver, now, note.strip()
         request.save()
         audit(actor=approver, verb=AuditVerb.REJECT, obj=request, team=request.team, note=note)
+        notify.request_decided(request, actor=approver)
     return request
 
 
@@ -504,6 +508,7 @@ def withdraw_request(request_id: int, *, actor, now: datetime | None = None) -> 
         request.decided_at = now or timezone.now()
         request.save()
         audit(actor=actor, verb=AuditVerb.WITHDRAW, obj=request, team=request.team)
+        notify.request_decided(request, actor=actor)
     return request
 
 
@@ -578,6 +583,7 @@ def expire_temporary_quota(*, now: datetime | None = None) -> ExpiryResult:
                 after=quota_state(request.team),
             )
             notify_quota_changed([request.team_id], "expire")
+            notify.request_expired(request)
         expired.append(pk)
     return ExpiryResult(activated, expired, failed)
 

@@ -30,7 +30,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from monitoring.choices import AlertStatus, RollupPeriod
 from monitoring.models import CapacitySnapshot, IdleGpuAlert, UsageRollup, UsageSample
 from quotas import members as member_services
-from quotas import notify
 from quotas import services as quota_services
 from quotas.access import get_team_for_user
 from quotas.choices import QuotaRequestStatus
@@ -624,7 +623,6 @@ def quotarequest_create(request, slug: str):
                 raise HttpForbidden(str(e)) from e
             else:
                 url = reverse("quotas:quotarequest", args=[quota_request.pk])
-                notify.request_submitted(quota_request, url=request.build_absolute_uri(url))
                 messages.success(request, f"Request #{quota_request.pk} sent to the approvers.")
                 return redirect(url)
     return render(
@@ -757,10 +755,6 @@ def quotarequest_withdraw(request, pk: int):
     except InvalidTransition as e:
         messages.error(request, str(e))
     else:
-        url = reverse("quotas:quotarequest", args=[quota_request.pk])
-        notify.request_decided(
-            quota_request, actor=request.user, url=request.build_absolute_uri(url)
-        )
         messages.success(request, f"Request #{quota_request.pk} withdrawn.")
     return redirect("quotas:quotarequest", pk=quota_request.pk)
 
@@ -854,8 +848,6 @@ def quotarequest_decide(request, pk: int):
         except PermissionDenied as e:
             raise HttpForbidden(str(e)) from e
         else:
-            url = reverse("quotas:quotarequest", args=[decided.pk])
-            notify.request_decided(decided, url=request.build_absolute_uri(url))
             verb = "approved" if decision == "approve" else "rejected"
             messages.success(request, f"Request #{decided.pk} for {decided.team.slug} {verb}.")
             return redirect(_safe_next(request, reverse("quotas:approval_queue")))

@@ -148,3 +148,36 @@ def test_teams_without_lead_emails_only_get_the_webhook(cast, django_capture_on_
 
     assert mail.outbox == []
     assert "was rejected" in poster.call_args.args[0]
+
+
+def test_services_notify_whoever_calls_them_api_or_ui(
+    cast, mailoutbox, settings, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from quotas import services
+    from quotas.services import LineInput
+
+    settings.FAIRSHARE_BASE_URL = "https://fairshare.example.com"
+    cast.alice.email, cast.root.email = "alice@example.org", "root@example.org"
+    now = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        request = services.submit_request(
+            team=cast.team_a,
+            requester=cast.alice,
+            lines=[LineInput("nvidia.com/gpu", "30", "50")],
+            justification="x",
+            window_end=now + timedelta(days=1),
+            now=now,
+        )
+    assert mailoutbox[-1].to == ["root@example.org"]
+    assert f"https://fairshare.example.com/requests/{request.pk}/" in mailoutbox[-1].body
+    with django_capture_on_commit_callbacks(execute=True):
+        services.approve_request(request.pk, approver=cast.root, now=now)
+    assert "was approved" in mailoutbox[-1].subject
+    with django_capture_on_commit_callbacks(execute=True):
+        services.expire_temporary_quota(now=now + timedelta(days=2))
+    assert "expired" in mailoutbox[-1].subject
+    assert mailoutbox[-1].to == ["alice@example.org"]
