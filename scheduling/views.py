@@ -1,0 +1,270 @@
+"""Server-rendered pages of the scheduling app: cluster sync runs, their items and live progress.
+
+Who sees what (decided here, tested in tests/scheduling/test_views.py):
+
+* Site admins see every run with its counters, log and error, every item, and start syncs
+  (``Sync now``, ``Dry run``: POST, calling ``scheduling.sync.start_sync``).
+* Everyone else who is signed in sees the list of runs (status and times: when the cluster was
+  last made to agree) but only the *items of the teams they can see* (``SyncItem.team_slug`` in
+  ``Team.objects.visible_to``), and counters computed from those items only. A run's own log
+  and error are admin-only: they may name other teams' objects. Cluster-scoped objects without a
+  team (PriorityClasses) are admin-only too. This lets a lead check that an approved quota
+  reached the cluster, without showing other teams' namespaces. (The REST API's sync endpoints
+  stay admin-only; the UI shows non-admins strictly less than the API shows admins.)
+
+Progress: while a run is queued or running, the detail page polls the progress partial every
+2 s (htmx); the partial of a finished run carries no trigger, so polling stops, and the poll
+that sees the run finish asks htmx to reload the page (``HX-Refresh``) so the items appear.
+Every page runs a constant number of queries whatever the number of runs or items.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied as HttpForbidden
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from quotas.models import Team
+from quotas.querysets import is_site_admin
+from scheduling.choices import SyncAction, SyncStatus
+from scheduling.models import SyncItem, SyncRun
+
+RUNS_PER_PAGE = 50
+ITEMS_PER_PAGE = 100
+ACTIONS = (
+    SyncAction.CREATE,
+    SyncAction.UPDATE,
+    SyncAction.PRUNE,
+    SyncAction.FAILED,
+    SyncAction.UNCHANGED,
+)
+COLUMNS = [{"action": action, "label": SyncAction(action).label} for action in ACTIONS]
+# Item filters of the run page: name → (label, condition). "changes" is the default: a steady
+# run of thousands of objects is almost all "unchanged", which nobody needs to scroll through.
+ITEM_FILTERS = {
+    "changes": ("Changes", ~Q(action=SyncAction.UNCHANGED)),
+    "drift": ("Drift", Q(drift=True)),
+    "failed": ("Failed", Q(action=SyncAction.FAILED)),
+    "all": ("All objects", Q()),
+}
+_COUNTER = {
+    SyncAction.CREATE: "created_count",
+    SyncAction.UPDATE: "updated_count",
+    SyncAction.UNCHANGED: "unchanged_count",
+    SyncAction.PRUNE: "pruned_count",
+    SyncAction.FAILED: "failed_count",
+}
+DRIFT_HEADER = "drift ("
+
+
+def _visible_slugs(user):
+    """A subquery of the slugs of the teams ``user`` sees (for non-admins only)."""
+    return Team.objects.visible_to(user).values("slug")
+
+
+def _visible_items(run: SyncRun, user, *, admin: bool):
+    items = SyncItem.objects.filter(run=run)
+    return items if admin else items.filter(team_slug__in=_visible_slugs(user))
+
+
+def _own_counts(runs: list[SyncRun], user, *, unchanged: bool = True) -> dict[int, dict]:
+    """Per run, counters over the items of the user's teams only (one query for the page).
+
+    Without ``unchanged`` only changed items are counted (``unchanged`` is None): the (run,
+    action) index then reads a handful of rows per run instead of every object of every run —
+    the list of 50 runs of 16,000 objects each stays fast. Drift is always an update.
+    """
+    actions = ACTIONS if unchanged else [a for a in ACTIONS if a != SyncAction.UNCHANGED]
+    counts: dict[int, dict] = defaultdict(
+        lambda: dict.fromkeys([*actions, "drift"], 0) | ({} if unchanged else {"unchanged": None})
+    )
+    rows = (
+        SyncItem.objects.filter(
+            run__in=[r.pk for r in runs],
+            action__in=actions,
+            team_slug__in=_visible_slugs(user),
+        )
+        .values("run_id", "action")
+        .annotate(n=Count("id"), drifted=Count("id", filter=Q(drift=True)))
+        .order_by()
+    )
+    for row in rows:
+        counts[row["run_id"]][row["action"]] += row["n"]
+        counts[row["run_id"]]["drift"] += row["drifted"]
+    return counts
+
+
+def _cells(counts: dict[str, int]) -> list[dict]:
+    """The counters in column order (ACTIONS), for the tables."""
+    return [{"action": action, "n": counts[action]} for action in ACTIONS]
+
+
+def _run_counts(run: SyncRun) -> dict[str, int]:
+    return {action: getattr(run, _COUNTER[action]) for action in ACTIONS} | {
+        "drift": run.drift_count
+    }
+
+
+def diff_rows(text: str) -> list[dict]:
+    """Split a SyncItem diff (``render_diff`` text, plus an optional drift section) into rows.
+
+    Each row is ``{"path", "old", "new", "drift"}``; a line that is not ``path: old -> new``
+    becomes ``{"text": line}``. The header line (``update ResourceQuota ns/name``) is dropped:
+    the page shows kind and name in their own columns.
+    """
+    rows: list[dict] = []
+    drift = False
+    for index, line in enumerate(text.splitlines()):
+        stripped = line.strip()
+        if not stripped or (index == 0 and not line.startswith(" ")):
+            continue
+        if stripped.startswith(DRIFT_HEADER):
+            drift = True
+            continue
+        path, colon, rest = stripped.partition(": ")
+        old, arrow, new = rest.partition(" -> ")
+        if colon and arrow:
+            rows.append({"path": path, "old": old, "new": new, "drift": drift})
+        else:
+            rows.append({"text": stripped, "drift": drift})
+    return rows
+
+
+def _progress_context(run: SyncRun) -> dict:
+    total, done = run.total, min(run.done, run.total)
+    duration = None
+    if run.started_at and run.finished_at:
+        duration = (run.finished_at - run.started_at).total_seconds()
+    return {
+        "run": run,
+        "duration": duration,
+        "active": run.status in (SyncStatus.QUEUED, SyncStatus.RUNNING),
+        "percent": round(100 * done / total) if total else None,
+    }
+
+
+@login_required
+@require_GET
+def syncrun_list(request):
+    """Sync runs, newest first, with their counters (own-team counters for non-admins)."""
+    admin = is_site_admin(request.user)
+    qs = SyncRun.objects.select_related("requested_by").order_by("-created", "-id")
+    page = Paginator(qs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    runs = list(page.object_list)
+    own = {} if admin else _own_counts(runs, request.user, unchanged=False)
+    rows = [
+        {
+            "run": run,
+            "counts": (counts := _run_counts(run) if admin else own[run.pk]),
+            "cells": _cells(counts),
+            "active": run.status in (SyncStatus.QUEUED, SyncStatus.RUNNING),
+        }
+        for run in runs
+    ]
+    return render(
+        request,
+        "scheduling/syncrun_list.html",
+        {"page": page, "rows": rows, "is_admin": admin, "columns": COLUMNS},
+    )
+
+
+@login_required
+@require_GET
+def syncrun_detail(request, pk: int):
+    """One run: facts, live progress while it runs, and its items (filtered, paginated)."""
+    admin = is_site_admin(request.user)
+    run = get_object_or_404(SyncRun.objects.select_related("requested_by"), pk=pk)
+    show = request.GET.get("show", "changes")
+    if show not in ITEM_FILTERS:
+        show = "changes"
+    items = _visible_items(run, request.user, admin=admin)
+    counts = _run_counts(run) if admin else _own_counts([run], request.user)[run.pk]
+    page = Paginator(items.filter(ITEM_FILTERS[show][1]).order_by("id"), ITEMS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    rows = [
+        {"item": item, "diff": diff_rows(item.diff), "raw_diff": item.diff}
+        for item in page.object_list
+    ]
+    filters = [
+        {
+            "name": name,
+            "label": label,
+            "count": {
+                "changes": sum(counts[a] for a in ACTIONS if a != SyncAction.UNCHANGED),
+                "drift": counts["drift"],
+                "failed": counts[SyncAction.FAILED],
+                "all": sum(counts[a] for a in ACTIONS),
+            }[name],
+        }
+        for name, (label, _) in ITEM_FILTERS.items()
+    ]
+    return render(
+        request,
+        "scheduling/syncrun_detail.html",
+        {
+            **_progress_context(run),
+            "is_admin": admin,
+            "counts": counts,
+            "cells": _cells(counts),
+            "columns": COLUMNS,
+            "page": page,
+            "rows": rows,
+            "show": show,
+            "filters": filters,
+        },
+    )
+
+
+@login_required
+@require_GET
+def syncrun_progress(request, pk: int):
+    """The progress partial of one run (htmx polls it every 2 s while the run is active).
+
+    When the poll (``?poll=1``) sees the run finished, ``HX-Refresh`` reloads the page so the
+    items and final counters appear; the partial it returns has no trigger, so polling stops.
+    """
+    run = get_object_or_404(SyncRun, pk=pk)
+    context = _progress_context(run) | {"is_admin": is_site_admin(request.user)}
+    response = render(request, "_partials/sync_progress.html", context)
+    if request.GET.get("poll") and not context["active"] and request.headers.get("HX-Request"):
+        response["HX-Refresh"] = "true"
+    return response
+
+
+@login_required
+@require_POST
+def sync_start(request):
+    """Start a sync (``mode=sync``) or a dry run (``mode=dry-run``); admins only."""
+    if not is_site_admin(request.user):
+        raise HttpForbidden("Only site admins may start a sync.")
+    mode = request.POST.get("mode")
+    if mode not in ("sync", "dry-run"):
+        messages.error(request, "Choose Sync now or Dry run.")
+        return redirect("scheduling:syncrun_list")
+    from scheduling.sync import start_sync
+
+    dry_run = mode == "dry-run"
+    run = start_sync(dry_run=dry_run, trigger="ui", requested_by=request.user)
+    busy = (
+        SyncRun.objects.filter(status=SyncStatus.RUNNING)
+        .exclude(pk=run.pk)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    kind = "Dry run" if dry_run else "Sync"
+    if busy is not None:
+        messages.warning(
+            request,
+            f"{kind} #{run.pk} queued, but sync #{busy} is still running: only one sync runs "
+            f"at a time, so #{run.pk} is skipped if #{busy} has not finished by then.",
+        )
+    else:
+        messages.success(request, f"{kind} #{run.pk} queued.")
+    return redirect("scheduling:syncrun", pk=run.pk)
