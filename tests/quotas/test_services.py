@@ -342,17 +342,14 @@ def test_changes_in_a_coalesced_block_notify_once_after_commit(
 
     quota_changed.connect(listener)
     try:
-        with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
-            with services.coalesced_quota_changes("rebalance"):
-                services.set_team_quota(
-                    cast.team_a, GPU, guarantee="10", limit="40", actor=cast.root
-                )
-                services.set_team_quota(
-                    cast.team_b, GPU, guarantee="20", limit="60", actor=cast.root
-                )
-                services.set_team_quota(
-                    cast.team_b, "cpu", guarantee="4", limit="8", actor=cast.root
-                )
+        with (
+            django_capture_on_commit_callbacks(execute=True),
+            transaction.atomic(),
+            services.coalesced_quota_changes("rebalance"),
+        ):
+            services.set_team_quota(cast.team_a, GPU, guarantee="10", limit="40", actor=cast.root)
+            services.set_team_quota(cast.team_b, GPU, guarantee="20", limit="60", actor=cast.root)
+            services.set_team_quota(cast.team_b, "cpu", guarantee="4", limit="8", actor=cast.root)
     finally:
         quota_changed.disconnect(listener)
     assert seen == [(sorted([cast.team_a.pk, cast.team_b.pk]), "rebalance")]

@@ -1009,3 +1009,19 @@ def test_quantities_are_shown_readably(amount, resource, shown):
     from quotas.templatetags.fairshare import quantity
 
     assert quantity(amount, resource) == shown
+
+
+def test_the_dashboard_pages_and_sorts_all_teams_server_side(client, cast, settings):
+    from quotas import views
+
+    for i in range(views.DASHBOARD_PAGE_SIZE + 5):
+        Team.objects.create(slug=f"bulk-{i:03d}", name=f"Bulk {i}", weight=(i % 7) + 1)
+    client.force_login(cast.root)
+    first = client.get(reverse("home")).content.decode()
+    assert "bulk-000" in first and "bulk-054" not in first
+    assert "of 58" in first  # 55 bulk teams + dept-x, team-a, team-b
+    last = client.get(reverse("home"), {"page": 2}).content.decode()
+    assert "bulk-054" in last and "team-b" in last
+    by_weight = client.get(reverse("home"), {"sort": "-weight"}).content.decode()
+    assert "bulk-006" in by_weight  # weight 7: first page
+    assert "bulk-000" not in by_weight  # weight 1: sorted onto the last page
