@@ -16,7 +16,9 @@ How one run goes (``run_sync``)
    ``redis://`` Celery broker) a redis-py ``Lock`` is taken without blocking and extended on
    every heartbeat; without Redis (the embedded demo) the claim itself is the lock: claims are
    serialised (a PostgreSQL advisory transaction lock; SQLite serialises writers already) and a
-   run that finds another RUNNING run with a fresh heartbeat does not start.
+   run that finds another RUNNING run with a fresh heartbeat does not start. A Redis lock held
+   by a run that is no longer RUNNING (reaped in step 1: its worker died holding it) is
+   abandoned and taken over, so the next sync after the stale window really runs.
    **Decision: the loser is not run and not queued behind the winner.** It is marked FAILED
    with ``Skipped: sync #N is already running ...``: two triggers at the same moment end up as
    one sync, and any change committed after the winner read the database is picked up by the
@@ -214,6 +216,12 @@ def _lock_key() -> str:
     return str(getattr(settings, "FAIRSHARE_SYNC_LOCK_KEY", default))
 
 
+# Delete the lock only if it still holds the token read before (compare-and-delete).
+_DELETE_IF_UNCHANGED = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+)
+
+
 class _RedisLock:
     """A non-blocking redis-py Lock whose token names the run holding it."""
 
@@ -227,15 +235,30 @@ class _RedisLock:
         self._lock = self._client.lock(self._key, timeout=timeout, blocking=False)
 
     def acquire(self, run_id: int) -> str | None:
-        """Take the lock; return None on success, else who holds it (``sync #N``)."""
+        """Take the lock; return None on success, else who holds it (``sync #N``).
+
+        A lock whose holder is no longer RUNNING is abandoned — its worker was killed and the
+        run reaped as "worker lost" (the lock outlives the stale window: it is extended to
+        ``FAIRSHARE_SYNC_LOCK_TIMEOUT`` on every heartbeat) — and is taken over, if it still
+        holds the same token, instead of skipping every sync until it expires.
+        """
+        token = f"{run_id}:{uuid.uuid4().hex}"
         try:
-            if self._lock.acquire(blocking=False, token=f"{run_id}:{uuid.uuid4().hex}"):
+            if self._lock.acquire(blocking=False, token=token):
                 return None
             holder = self._client.get(self._key)
+            text = holder.decode() if isinstance(holder, bytes) else str(holder or "")
+            number = text.split(":", 1)[0]
+            if (
+                number.isdigit()
+                and not SyncRun.objects.filter(pk=int(number), status=SyncStatus.RUNNING).exists()
+                and self._client.eval(_DELETE_IF_UNCHANGED, 1, self._key, holder)
+                and self._lock.acquire(blocking=False, token=token)
+            ):
+                log.warning("sync run #%s took over the lock abandoned by sync #%s", run_id, number)
+                return None
         except self._errors as e:
             raise SyncError(f"Cannot take the sync lock in Redis ({_lock_url()}): {e}") from e
-        text = holder.decode() if isinstance(holder, bytes) else str(holder or "")
-        number = text.split(":", 1)[0]
         return f"sync #{number}" if number.isdigit() else "another sync"
 
     def refresh(self) -> None:
