@@ -23,9 +23,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import status
+from rest_framework import exceptions, parsers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, UserRateThrottle
@@ -108,6 +109,38 @@ def exception_handler(exc: Exception, context: dict) -> Response | None:
         view = context.get("view")
         logger.info("%s on %s: %s", type(exc).__name__, type(view).__name__, exc)
     return response
+
+
+class RequestTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE allows."
+    default_code = "too_large"
+
+
+class _BoundedParserMixin:
+    """Refuse bodies over DATA_UPLOAD_MAX_MEMORY_SIZE before reading them, as Django does for
+    forms: REST framework's JSON and form parsers read the raw stream and would otherwise take
+    a body of any size into memory. (WSGI streams never yield more than Content-Length.)"""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        request = (parser_context or {}).get("request")
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if request is not None and limit is not None:
+            try:
+                length = int(request.META.get("CONTENT_LENGTH") or 0)
+            except (TypeError, ValueError):
+                length = 0
+            if length > limit:
+                raise RequestTooLarge()
+        return super().parse(stream, media_type, parser_context)
+
+
+class BoundedJSONParser(_BoundedParserMixin, parsers.JSONParser):
+    pass
+
+
+class BoundedFormParser(_BoundedParserMixin, parsers.FormParser):
+    pass
 
 
 class StandardPagination(PageNumberPagination):

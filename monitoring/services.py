@@ -229,6 +229,9 @@ class IngestResult:
     agent_skipped: int = 0
 
 
+_BIGINT_MAX = 2**63 - 1  # the columns' range (PostgreSQL bigint): more is a 500, not a reading
+
+
 def _number(sample: Mapping, key: str, *, low=None, high=None, integer=False):
     value = sample.get(key)
     if value is None:
@@ -288,8 +291,8 @@ def _parse_sample(raw: Any, *, node: str, now: datetime, teams: Mapping[str, int
         model=model[:128],
         util_gpu=_number(raw, "util_gpu", low=0, high=100),
         util_mem=_number(raw, "util_mem", low=0, high=100),
-        mem_used=_number(raw, "mem_used", low=0, integer=True),
-        mem_total=_number(raw, "mem_total", low=0, integer=True),
+        mem_used=_number(raw, "mem_used", low=0, high=_BIGINT_MAX, integer=True),
+        mem_total=_number(raw, "mem_total", low=0, high=_BIGINT_MAX, integer=True),
         power_w=_number(raw, "power_w", low=0),
         temp_c=_number(raw, "temp_c"),
         namespace=namespace,

@@ -7,7 +7,7 @@ rendering uses the pure ``scheduling.domain.quantity.format_quantity``.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from kubernetes.utils import parse_quantity as _k8s_parse_quantity
@@ -32,6 +32,11 @@ _HUGEPAGES_RE = re.compile(r"^hugepages-[0-9]+(Ki|Mi|Gi)?$")
 # Quantities beyond this are certainly typos (10^18 cores or devices); they also keep numbers
 # inside the database column.
 MAX_QUANTITY = Decimal(10) ** 21
+# The Kubernetes quantity grammar, ASCII digits only: Decimal() alone would also read "٣٠",
+# "３０" and "1_000", which no API server accepts.
+_QUANTITY_RE = re.compile(
+    r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+|[KMGTPE]i|[numkMGTPE])?$"
+)
 
 
 def parse_quantity(value: object, *, field: str = "quantity") -> Decimal:
@@ -50,13 +55,13 @@ def parse_quantity(value: object, *, field: str = "quantity") -> Decimal:
         result = Decimal(str(value))
     else:
         text = str(value).strip()
-        if not text or len(text) > 64 or any(c.isspace() for c in text):
+        if not text or len(text) > 64 or not _QUANTITY_RE.fullmatch(text):
             raise ValidationError(
                 {field: f"{text!r} is not a Kubernetes quantity such as 500m, 64Gi or 8."}
             )
         try:
             result = _k8s_parse_quantity(text)
-        except (ValueError, InvalidOperation, TypeError):
+        except (ValueError, ArithmeticError, TypeError):  # ArithmeticError: 1e999999999Ki
             raise ValidationError(
                 {field: f"{text!r} is not a Kubernetes quantity such as 500m, 64Gi or 8."}
             ) from None

@@ -6,99 +6,215 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('quotas', '0002_apitoken'),
+        ("quotas", "0002_apitoken"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ShareComputation',
+            name="ShareComputation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('computed_at', models.DateTimeField(db_index=True)),
-                ('trigger', models.CharField(default='schedule', max_length=64)),
-                ('capacity', models.JSONField(default=dict, help_text='Capacity used, {resource: amount}.')),
-                ('duration_ms', models.PositiveIntegerField(default=0)),
-                ('teams', models.PositiveIntegerField(default=0)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("computed_at", models.DateTimeField(db_index=True)),
+                ("trigger", models.CharField(default="schedule", max_length=64)),
+                (
+                    "capacity",
+                    models.JSONField(default=dict, help_text="Capacity used, {resource: amount}."),
+                ),
+                ("duration_ms", models.PositiveIntegerField(default=0)),
+                ("teams", models.PositiveIntegerField(default=0)),
             ],
             options={
-                'ordering': ['-computed_at', '-id'],
-                'get_latest_by': 'computed_at',
+                "ordering": ["-computed_at", "-id"],
+                "get_latest_by": "computed_at",
             },
         ),
         migrations.CreateModel(
-            name='SyncRun',
+            name="SyncRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], db_index=True, default='queued', max_length=16)),
-                ('dry_run', models.BooleanField(default=False)),
-                ('trigger', models.CharField(default='manual', max_length=64)),
-                ('created', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('worker', models.CharField(blank=True, max_length=200)),
-                ('total', models.PositiveIntegerField(default=0)),
-                ('done', models.PositiveIntegerField(default=0)),
-                ('created_count', models.PositiveIntegerField(default=0)),
-                ('updated_count', models.PositiveIntegerField(default=0)),
-                ('unchanged_count', models.PositiveIntegerField(default=0)),
-                ('pruned_count', models.PositiveIntegerField(default=0)),
-                ('failed_count', models.PositiveIntegerField(default=0)),
-                ('drift_count', models.PositiveIntegerField(default=0, help_text="Objects changed in the cluster behind Fairshare's back.")),
-                ('log', models.TextField(blank=True)),
-                ('error', models.TextField(blank=True)),
-                ('requested_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='sync_runs', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("dry_run", models.BooleanField(default=False)),
+                ("trigger", models.CharField(default="manual", max_length=64)),
+                ("created", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("worker", models.CharField(blank=True, max_length=200)),
+                ("total", models.PositiveIntegerField(default=0)),
+                ("done", models.PositiveIntegerField(default=0)),
+                ("created_count", models.PositiveIntegerField(default=0)),
+                ("updated_count", models.PositiveIntegerField(default=0)),
+                ("unchanged_count", models.PositiveIntegerField(default=0)),
+                ("pruned_count", models.PositiveIntegerField(default=0)),
+                ("failed_count", models.PositiveIntegerField(default=0)),
+                (
+                    "drift_count",
+                    models.PositiveIntegerField(
+                        default=0,
+                        help_text="Objects changed in the cluster behind Fairshare's back.",
+                    ),
+                ),
+                ("log", models.TextField(blank=True)),
+                ("error", models.TextField(blank=True)),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="sync_runs",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created', '-id'],
+                "ordering": ["-created", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='ShareSnapshot',
+            name="ShareSnapshot",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('computed_at', models.DateTimeField(db_index=True)),
-                ('usage', models.JSONField(default=dict)),
-                ('demand', models.JSONField(default=dict)),
-                ('dominant_share', models.FloatField(default=0.0)),
-                ('dominant_resource', models.CharField(blank=True, max_length=253)),
-                ('weighted_share', models.FloatField(default=0.0, help_text='Dominant share ÷ weight.')),
-                ('fair_allocation', models.JSONField(default=dict)),
-                ('fair_share', models.FloatField(default=0.0, help_text='Dominant share of the fair allocation.')),
-                ('reason', models.CharField(blank=True, max_length=300)),
-                ('computation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='snapshots', to='scheduling.sharecomputation')),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='shares', to='quotas.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("computed_at", models.DateTimeField(db_index=True)),
+                ("usage", models.JSONField(default=dict)),
+                ("demand", models.JSONField(default=dict)),
+                ("dominant_share", models.FloatField(default=0.0)),
+                ("dominant_resource", models.CharField(blank=True, max_length=253)),
+                (
+                    "weighted_share",
+                    models.FloatField(default=0.0, help_text="Dominant share ÷ weight."),
+                ),
+                ("fair_allocation", models.JSONField(default=dict)),
+                (
+                    "fair_share",
+                    models.FloatField(
+                        default=0.0, help_text="Dominant share of the fair allocation."
+                    ),
+                ),
+                ("reason", models.CharField(blank=True, max_length=300)),
+                (
+                    "computation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="snapshots",
+                        to="scheduling.sharecomputation",
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="shares",
+                        to="quotas.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-computed_at', 'team__slug'],
-                'indexes': [models.Index(fields=['team', '-computed_at'], name='scheduling__team_id_cba702_idx')],
-                'constraints': [models.UniqueConstraint(fields=('computation', 'team'), name='scheduling_sharesnapshot_unique_computation_team', violation_error_message='A computation has one snapshot per team.')],
+                "ordering": ["-computed_at", "team__slug"],
+                "indexes": [
+                    models.Index(
+                        fields=["team", "-computed_at"], name="scheduling__team_id_cba702_idx"
+                    )
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("computation", "team"),
+                        name="scheduling_sharesnapshot_unique_computation_team",
+                        violation_error_message="A computation has one snapshot per team.",
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='SyncItem',
+            name="SyncItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(max_length=64)),
-                ('namespace', models.CharField(blank=True, max_length=63)),
-                ('name', models.CharField(max_length=253)),
-                ('team_slug', models.CharField(blank=True, db_index=True, max_length=63)),
-                ('action', models.CharField(choices=[('create', 'Created'), ('update', 'Updated'), ('unchanged', 'Unchanged'), ('prune', 'Pruned'), ('failed', 'Failed')], max_length=16)),
-                ('planned_action', models.CharField(blank=True, choices=[('create', 'Created'), ('update', 'Updated'), ('unchanged', 'Unchanged'), ('prune', 'Pruned'), ('failed', 'Failed')], max_length=16)),
-                ('drift', models.BooleanField(default=False)),
-                ('diff', models.TextField(blank=True)),
-                ('error', models.TextField(blank=True)),
-                ('attempts', models.PositiveSmallIntegerField(default=0)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='scheduling.syncrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("kind", models.CharField(max_length=64)),
+                ("namespace", models.CharField(blank=True, max_length=63)),
+                ("name", models.CharField(max_length=253)),
+                ("team_slug", models.CharField(blank=True, db_index=True, max_length=63)),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("create", "Created"),
+                            ("update", "Updated"),
+                            ("unchanged", "Unchanged"),
+                            ("prune", "Pruned"),
+                            ("failed", "Failed"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "planned_action",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("create", "Created"),
+                            ("update", "Updated"),
+                            ("unchanged", "Unchanged"),
+                            ("prune", "Pruned"),
+                            ("failed", "Failed"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("drift", models.BooleanField(default=False)),
+                ("diff", models.TextField(blank=True)),
+                ("error", models.TextField(blank=True)),
+                ("attempts", models.PositiveSmallIntegerField(default=0)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="items",
+                        to="scheduling.syncrun",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'id'],
-                'indexes': [models.Index(fields=['run', 'action'], name='scheduling__run_id_70ca56_idx')],
+                "ordering": ["run", "id"],
+                "indexes": [
+                    models.Index(fields=["run", "action"], name="scheduling__run_id_70ca56_idx")
+                ],
             },
         ),
     ]

@@ -1,0 +1,172 @@
+"""Shared pieces of the hardening suite: one row of every kind for team-a (the ``world``), and a
+client per role of the security model (sessions for people, bearer headers for tokens)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+from django.utils import timezone
+
+from monitoring import chargeback
+from monitoring.models import (
+    CapacitySnapshot,
+    ChargebackStatement,
+    GpuSample,
+    RateCard,
+    UsageRollup,
+    UsageSample,
+)
+from quotas.models import (
+    ApiToken,
+    AuditEvent,
+    Budget,
+    Membership,
+    Namespace,
+    QuotaRequest,
+    TeamQuota,
+)
+from quotas.services import LineInput, submit_request
+from quotas.tokens import issue_token
+from scheduling.models import ShareComputation, ShareSnapshot, SyncItem, SyncRun
+from tests.base import GPU, Cast
+
+# Every role of the security model, in the column order of the matrix.
+ROLES = ("anon", "vic", "bob", "charlie", "alice", "dora", "root", "svc_cb", "svc_all", "agent")
+PEOPLE = {"vic", "bob", "charlie", "alice", "dora", "root"}
+TOKEN_SPECS = {
+    "svc_cb": {"kind": ApiToken.Kind.SERVICE, "scopes": ["read:chargeback"]},
+    "svc_all": {"kind": ApiToken.Kind.SERVICE, "scopes": ["read:all"]},
+    "agent": {"kind": ApiToken.Kind.NODE_AGENT, "node": "gpu-001"},
+}
+# Requests come from a routable address, as they would through an ingress: /metrics then
+# refuses them (it only trusts loopback without a token), like it refuses real outsiders.
+REMOTE_ADDR = "203.0.113.7"
+
+
+@dataclass
+class World:
+    """One object of each kind belonging to team-a (or global), with their ids for URLs."""
+
+    cast: Cast
+    request: QuotaRequest
+    membership: Membership
+    namespace: Namespace
+    quota: TeamQuota
+    budget: Budget
+    audit_event: AuditEvent
+    personal_token: ApiToken
+    service_token: ApiToken
+    snapshot: ShareSnapshot
+    sync_run: SyncRun
+    sync_item: SyncItem
+    usage_sample: UsageSample
+    rollup: UsageRollup
+    gpu_sample: GpuSample
+    capacity: CapacitySnapshot
+    rate_card: RateCard
+    statement: ChargebackStatement
+    raw_tokens: dict[str, str] = field(default_factory=dict)
+
+
+def build_world(cast: Cast) -> World:
+    now = timezone.now()
+    request = submit_request(
+        team=cast.team_a,
+        requester=cast.alice,
+        lines=[LineInput(GPU, "24", "48")],
+        justification="A bigger sweep.",
+    )
+    computation = ShareComputation.objects.create(computed_at=now, capacity={GPU: "100"})
+    snapshot = ShareSnapshot.objects.create(
+        computation=computation,
+        computed_at=now,
+        team=cast.team_a,
+        usage={GPU: "4"},
+        dominant_share=0.04,
+        dominant_resource=GPU,
+        fair_allocation={GPU: "25"},
+    )
+    sync_run = SyncRun.objects.create(status="succeeded", requested_by=cast.root)
+    sync_item = SyncItem.objects.create(
+        run=sync_run,
+        kind="ResourceQuota",
+        namespace="team-a-ml",
+        name="fairshare",
+        team_slug="team-a",
+        action="update",
+    )
+    since = datetime(2025, 1, 1, tzinfo=UTC)
+    rate_card = RateCard.objects.create(
+        resource=GPU, price_per_unit_hour=Decimal("2.50"), valid_from=since
+    )
+    UsageRollup.objects.create(
+        period="day",
+        start=datetime(2025, 5, 1, tzinfo=UTC),
+        team=cast.team_a,
+        namespace="team-a-ml",
+        resource=GPU,
+        allocated_hours=Decimal(48),
+    )
+    world = World(
+        cast=cast,
+        request=request,
+        membership=Membership.objects.get(user=cast.bob, team=cast.team_a),
+        namespace=Namespace.objects.get(name="team-a-ml"),
+        quota=TeamQuota.objects.get(team=cast.team_a, resource=GPU),
+        budget=Budget.objects.create(team=cast.team_a, resource=GPU, monthly_hours=Decimal(100)),
+        audit_event=AuditEvent.objects.filter(team=cast.team_a).latest("id"),
+        personal_token=issue_token(owner=cast.alice, name="laptop").token,
+        service_token=issue_token(
+            owner=cast.root, name="spare", kind=ApiToken.Kind.SERVICE, scopes=["read:all"]
+        ).token,
+        snapshot=snapshot,
+        sync_run=sync_run,
+        sync_item=sync_item,
+        usage_sample=UsageSample.objects.create(
+            taken_at=now, team=cast.team_a, namespace="team-a-ml", resource=GPU, allocated=4
+        ),
+        rollup=UsageRollup.objects.create(
+            period="hour",
+            start=now.replace(minute=0, second=0, microsecond=0),
+            team=cast.team_a,
+            namespace="team-a-ml",
+            resource=GPU,
+            allocated_hours=4,
+        ),
+        gpu_sample=GpuSample.objects.create(
+            taken_at=now, node="gpu-001", uuid="GPU-A", util_gpu=50, team=cast.team_a
+        ),
+        capacity=cast.capacity,
+        rate_card=rate_card,
+        statement=chargeback.freeze_month(
+            month=date(2025, 5, 1), group_by=("team",), actor=cast.root, now=now
+        ),
+    )
+    for role, spec in TOKEN_SPECS.items():
+        world.raw_tokens[role] = issue_token(
+            owner=cast.root, name=role, actor=cast.root, **spec
+        ).raw
+    return world
+
+
+@pytest.fixture
+def world(cast) -> World:
+    cache.clear()
+    return build_world(cast)
+
+
+def client_for(world: World, role: str, **defaults) -> Client:
+    """A fresh client acting as ``role``: a logged-in session for people, a bearer header for
+    tokens, nothing for ``anon``."""
+    defaults.setdefault("REMOTE_ADDR", REMOTE_ADDR)
+    if role in TOKEN_SPECS:
+        defaults["HTTP_AUTHORIZATION"] = f"Bearer {world.raw_tokens[role]}"
+    client = Client(**defaults)
+    if role in PEOPLE:
+        client.force_login(getattr(world.cast, role))
+    return client
