@@ -7,22 +7,26 @@ Reading the rollups (a constant number of queries, whatever the number of teams 
 2. Whole UTC days inside the period are read from the *daily* rollups; the rest from the
    *hourly* ones: whole hours summed like the days, and the (at most two) hours cut by ``start``
    or ``end`` read raw, so the report clips them exactly as it clips any bucket.
-3. Days and hours are summed in SQL per *segment* and per group (the grouped fields plus
-   resource and flavor). Segments are cut at every calendar month (budget periods) and at every
-   rate change (a rate changing mid-day makes that day a segment of its own, and the pure report
-   splits it at the exact instant). Inside a segment nothing changes price or budget, so summing
-   its buckets gives the report the same cost, hours and budget figures as the buckets would.
+3. Days and hours are summed in SQL (one query each, grouped by team id, joined to team slugs
+   and cost centres only after summing) per *segment* and per group (the grouped fields plus
+   resource and flavor). Segments are per resource: cut at that resource's rate changes (a
+   rate changing mid-day makes that day a segment of its own, and the pure report splits it at
+   the exact instant) and, for resources with budgets, at every calendar month. A resource
+   without either is summed over the whole period in one segment. Inside a segment nothing
+   changes its price or budget, so summing its buckets gives the report the same cost, hours
+   and budget figures as the buckets would. SQL numbers segments with ``width_bucket``.
 4. The pure report floors idle GPU-hours and unused guarantee *per bucket*. So that summing
    keeps those figures, SQL also sums ``least(guarantee, allocated)`` and
-   ``greatest(allocated - used, 0)`` per bucket, and each group-segment becomes up to three
-   records whose own floors add up to the per-bucket ones (``_split``).
+   ``least(allocated, used)`` per bucket (Σ max(A - U, 0) = ΣA - Σ min(A, U)), and each
+   group-segment becomes up to three records whose own floors add up to the per-bucket ones
+   (``_split``).
 
-Consequence worth knowing: ``unpriced_records`` counts these summed records, not rollup rows.
+Consequence worth knowing: ``unpriced_records`` counts these summed records, not rollup rows
+(one per team, resource, flavor and segment of that resource, up to three with the floors).
 
 Budgets (``quotas.Budget``: hours per calendar month) become one domain Budget per month the
-period touches. They only apply when the report is grouped by team; the report is then run in
-chunks of teams, so that matching lines to budgets stays linear in the number of teams, and the
-total comes from a run over the records summed by resource (the same exact sums).
+period touches. They only apply when the report is grouped by team. The total comes from a
+second, small run over the records summed by resource (the same exact sums).
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from decimal import Decimal
 from itertools import pairwise
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Case, DecimalField, F, IntegerField, Q, Sum, Value, When
-from django.db.models.functions import Greatest, Least
+from django.core.exceptions import EmptyResultSet
+from django.db import connections, transaction
+from django.db.models import Case, DecimalField, F, Func, IntegerField, Q, Sum, Value, When
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from monitoring.choices import RollupPeriod
@@ -45,7 +50,7 @@ from monitoring.domain import chargeback as domain
 from monitoring.exceptions import DomainError
 from monitoring.models import ChargebackStatement, RateCard, UsageRollup
 from quotas.choices import AuditVerb
-from quotas.models import Budget
+from quotas.models import Budget, Team
 from quotas.querysets import is_site_admin
 
 __all__ = [
@@ -63,7 +68,6 @@ MAX_PERIOD = timedelta(days=400)
 UNASSIGNED = "unassigned"  # namespaces no team owns (DESIGN.md, monitoring)
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
-TEAM_CHUNK = 50
 _DEC = DecimalField(max_digits=40, decimal_places=6)
 _ZERO = Decimal(0)
 
@@ -219,7 +223,8 @@ _SUMS = {
     "u": Sum("used_hours"),
     "g": Sum("guarantee_hours"),
     "ga": Sum(Least("guarantee_hours", "allocated_hours", output_field=_DEC)),
-    "i": Sum(Greatest(F("allocated_hours") - F("used_hours"), Value(_ZERO), output_field=_DEC)),
+    # Σ max(A - U, 0) = ΣA - Σ min(A, U): least() needs no numeric subtraction per row.
+    "au": Sum(Least("allocated_hours", "used_hours", output_field=_DEC)),
 }
 
 
@@ -243,30 +248,93 @@ def _group_of(row: dict) -> _Group:
     )
 
 
-def _summed(queryset, period: str, segments: list, dims: list[str]) -> list[tuple]:
-    """One query: Σ per (segment, dims) of the ``period`` rollups starting inside ``segments``."""
-    if not segments:
+def _segment_number(segments: list[tuple[datetime, datetime]]):
+    """SQL numbering a row by the segment its ``start`` falls in (1-based, ordered segments)."""
+    if len(segments) == 1:
+        return Value(1)
+    return Func(
+        F("start"),
+        Value([lo for lo, _ in segments]),
+        function="width_bucket",
+        output_field=IntegerField(),
+    )
+
+
+def _summed(
+    queryset,
+    period: str,
+    ranges: list[tuple[datetime, datetime]],
+    cuts_of: dict[str, list[datetime]],
+    step: timedelta,
+    dims: list[str],
+) -> list[tuple]:
+    """One query: Σ per (segment, dims) of the ``period`` rollups starting inside ``ranges``.
+
+    Segments are per resource: ``ranges`` cut at that resource's own cuts (its rate changes,
+    calendar months if it is budgeted); a resource without cuts has one segment per range. SQL
+    numbers a row's segment with ``width_bucket(start, <segment starts>)``, a binary search, and
+    groups by team id; slugs and cost centres are joined onto the (few) summed rows.
+    """
+    if not ranges:
         return []
+    plain = [seg for lo, hi in ranges for seg in _segments(lo, hi, (), step)]
+    segments_of = {}
+    for resource, cuts in sorted(cuts_of.items()):
+        segments = [seg for lo, hi in ranges for seg in _segments(lo, hi, cuts, step)]
+        if segments != plain:
+            segments_of[resource] = segments
+    number = _segment_number(plain)
+    if segments_of:
+        number = Case(
+            *(When(resource=r, then=_segment_number(s)) for r, s in segments_of.items()),
+            default=number,
+            output_field=IntegerField(),
+        )
     inside = Q()
-    whens = []
-    for index, (s, e) in enumerate(segments):
-        inside |= Q(start__gte=s, start__lt=e)
-        whens.append(When(start__gte=s, start__lt=e, then=Value(index)))
+    for lo, hi in ranges:
+        inside |= Q(start__gte=lo, start__lt=hi)
+    by_team = "team__slug" in dims
+    group = [("team" if by_team else None), ("namespace" if "namespace" in dims else None)]
+    columns = [name for name in group if name] + ["resource", "flavor"]
     rows = (
         queryset.filter(inside, period=period)
         .order_by()
-        .annotate(seg=Case(*whens, output_field=IntegerField()))
-        .values("seg", *dims)
+        .annotate(seg=number)
+        .values("seg", *columns)
         .annotate(**_SUMS)
     )
-    return [
-        (
-            segments[row["seg"]],
-            _group_of(row),
-            _Sums(row["a"], row["u"], row["g"], row["ga"], row["i"]),
+    try:
+        sql, params = rows.query.sql_with_params()
+    except EmptyResultSet:  # visible_to() found nothing
+        return []
+    if by_team:
+        sql = (
+            f'SELECT s.*, t.slug, t.cost_center FROM ({sql}) s LEFT JOIN "{Team._meta.db_table}" t'
+            ' ON t.id = s."team"'
         )
-        for row in rows
-    ]
+    with connections[rows.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        names = [column.name for column in cursor.description]
+        data = cursor.fetchall()
+    out = []
+    for values in data:
+        row = dict(zip(names, values, strict=True))
+        segments = segments_of.get(row["resource"], plain)
+        slug = (row["slug"] if row["team"] is not None else UNASSIGNED) if by_team else ""
+        out.append(
+            (
+                segments[row["seg"] - 1],
+                (
+                    slug,
+                    (row["cost_center"] or "") if by_team else "",
+                    row.get("namespace", ""),
+                    row["resource"],
+                    row["flavor"],
+                ),
+                _Sums(row["a"], row["u"], row["g"], row["ga"], row["a"] - row["au"]),
+            )
+        )
+    return out
 
 
 def _raw(queryset, starts: list[datetime], dims: list[str]) -> list[domain.UsageRecord]:
@@ -366,61 +434,35 @@ def build_report(
 
     rates, currency = _rates(start, end)
     budgets = _budgets(user, start, end) if "team" in fields else []
-    rate_cuts = [t for r in rates for t in (r.valid_from, r.valid_to) if t is not None]
-    month_cuts = [a for a, _ in _months(start, end)]
-    cuts = rate_cuts + month_cuts
+    # Where a resource's sums must be cut: its rate changes, and calendar months if budgeted.
+    cuts_of: dict[str, list[datetime]] = defaultdict(list)
+    for rate in rates:
+        cuts_of[rate.resource] += [t for t in (rate.valid_from, rate.valid_to) if t is not None]
+    month_starts = [a for a, _ in _months(start, end)]
+    for resource in {budget.resource for budget in budgets}:
+        cuts_of[resource] += month_starts
 
     # Whole days from daily rollups, whole hours around them from hourly ones, cut hours raw.
     d0, d1 = _ceil(start, DAY), _floor(end, DAY)
     h0, h1 = _ceil(start, HOUR), _floor(end, HOUR)
-    day_segments = _segments(d0, d1, cuts, DAY) if d0 < d1 else []
-    hour_ranges = [(h0, d0), (d1, h1)] if d0 < d1 else [(h0, h1)]
-    hour_segments = [
-        seg for lo, hi in hour_ranges if lo < hi for seg in _segments(lo, hi, cuts, HOUR)
-    ]
+    day_ranges = [(d0, d1)] if d0 < d1 else []
+    hour_ranges = [(lo, hi) for lo, hi in ([(h0, d0), (d1, h1)] if d0 < d1 else [(h0, h1)])]
+    hour_ranges = [(lo, hi) for lo, hi in hour_ranges if lo < hi]
     edge_hours = set()
     if start != h0:
         edge_hours.add(_floor(start, HOUR))
     if end != h1:
         edge_hours.add(h1)
-    summed = _summed(rollups, RollupPeriod.DAY, day_segments, dims) + _summed(
-        rollups, RollupPeriod.HOUR, hour_segments, dims
+    summed = _summed(rollups, RollupPeriod.DAY, day_ranges, cuts_of, DAY, dims) + _summed(
+        rollups, RollupPeriod.HOUR, hour_ranges, cuts_of, HOUR, dims
     )
     raw = _raw(rollups, sorted(edge_hours), dims)
 
-    records = _merge(summed, rate_cuts, budgets)
+    records = [record for seg, group, sums in summed for record in _split(seg, group, sums)]
     records += raw
-    total = _total(summed, raw, rates, start, end)
-    report = _run(records, rates, budgets, start=start, end=end, fields=fields, total=total)
+    report = domain.report(records, rates, start=start, end=end, group_by=fields, budgets=budgets)
+    report = replace(report, total=_total(summed, raw, rates, start, end))
     return ChargebackResult(report=report, currency=currency)
-
-
-def _merge(summed: list[tuple], rate_cuts: list[datetime], budgets: list) -> list:
-    """Sum segments back together where only the month cut them and no budget needs the month.
-
-    Segments with no rate change between them share their prices, so one record holding their
-    sums costs the same (every segment lies inside the period: the report clips nothing). A
-    segment with a rate change strictly inside stays alone: the report splits it in time.
-    """
-    budgeted = {(b.team, b.resource) for b in budgets}
-    order = sorted(set(rate_cuts))
-    merged: dict[tuple, _Sums] = {}
-    bounds: dict[tuple, tuple[datetime, datetime]] = {}
-    for seg, group, sums in summed:
-        alone = (group[0], group[3]) in budgeted or any(seg[0] < t < seg[1] for t in order)
-        slot = seg if alone else sum(1 for t in order if t <= seg[0])
-        key = (slot, group)
-        if key in merged:
-            merged[key].add(sums)
-            lo, hi = bounds[key]
-            bounds[key] = (min(lo, seg[0]), max(hi, seg[1]))
-        else:
-            merged[key] = replace(sums)
-            bounds[key] = seg
-    records = []
-    for key, sums in merged.items():
-        records += _split(bounds[key], key[1], sums)
-    return records
 
 
 def _total(summed, raw, rates, start, end) -> domain.Line:
@@ -431,44 +473,6 @@ def _total(summed, raw, rates, start, end) -> domain.Line:
     records = [r for (seg, group), sums in by_resource.items() for r in _split(seg, group, sums)]
     records += [replace(r, team="", cost_center="", namespace="") for r in raw]
     return domain.report(records, rates, start=start, end=end, group_by=()).total
-
-
-def _run(records, rates, budgets, *, start, end, fields, total) -> domain.Report:
-    """Run the pure report, in chunks of teams when budgets apply (lines never span teams)."""
-    if not budgets:
-        result = domain.report(records, rates, start=start, end=end, group_by=fields)
-        return replace(result, total=total)
-    by_team: dict[str, list] = defaultdict(list)
-    for record in records:
-        by_team[record.team].append(record)
-    budgets_of: dict[str, list] = defaultdict(list)
-    for budget in budgets:
-        budgets_of[budget.team].append(budget)
-    teams = sorted(by_team)
-    lines: list[domain.Line] = []
-    unpriced: list[domain.Unpriced] = []
-    for i in range(0, len(teams), TEAM_CHUNK):
-        chunk = teams[i : i + TEAM_CHUNK]
-        part = domain.report(
-            [r for team in chunk for r in by_team[team]],
-            rates,
-            start=start,
-            end=end,
-            group_by=fields,
-            budgets=[b for team in chunk for b in budgets_of.get(team, ())],
-        )
-        lines += part.lines
-        unpriced += part.unpriced
-    lines.sort(key=lambda line: tuple(value for _, value in line.key))
-    unpriced.sort(key=lambda u: (u.start, u.end, u.record.team, u.record.resource))
-    return domain.Report(
-        start=start,
-        end=end,
-        group_by=fields,
-        lines=tuple(lines),
-        total=total,
-        unpriced=tuple(unpriced),
-    )
 
 
 # ---------------------------------------------------------------- statements

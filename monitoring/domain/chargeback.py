@@ -27,8 +27,10 @@ The maths, for one record with bucket ``[s, e)`` and report window ``[S, E)``
        record's exact flavor wins over the generic (``flavor=""``) rate of the resource; pieces
        with neither are reported in ``Report.unpriced`` (hours still count, cost is 0).
     4. Records are summed into lines by the group key. Arithmetic is exact until the line is
-       emitted (Decimal sums of record values in a context that traps instead of rounding, then
-       ``fractions.Fraction`` for time weights and the GiB conversion); only then is cost
+       emitted: Decimal products and sums in a context that traps instead of rounding (``k`` =
+       5**30/10**30 is a finite decimal), kept per denominator of the reduced time weight, so a
+       whole bucket (weight 1) needs no division at all; a line with clipped buckets becomes one
+       ``fractions.Fraction`` per figure. Only then is cost
        quantized to 0.01, hours to 0.0001 and percentages to 0.01, all ROUND_HALF_EVEN. The
        report total is the rounded exact sum, so it is the same for every grouping and differs
        from the sum of rounded line costs by at most 0.005 per line.
@@ -44,9 +46,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Context, Decimal, Inexact, InvalidOperation, Overflow, localcontext
+from decimal import (
+    ROUND_HALF_EVEN,
+    Context,
+    Decimal,
+    Inexact,
+    InvalidOperation,
+    Overflow,
+    localcontext,
+)
 from fractions import Fraction
 from itertools import pairwise
+from math import gcd
 from typing import Any
 
 __all__ = [
@@ -301,41 +312,43 @@ def unit_of(resource: str) -> str:
     return "device-hour"
 
 
-def _scale(resource: str) -> Fraction:
-    return Fraction(1, BYTES_PER_GIB) if is_byte_resource(resource) else Fraction(1)
+# 1/2**30 = 5**30/10**30 is a finite decimal, so the GiB conversion stays exact in Decimal.
+_PER_GIB = Decimal(5**30).scaleb(-30)
+_ONE = Decimal(1)
+
+
+def _scale(resource: str) -> Decimal:
+    return _PER_GIB if is_byte_resource(resource) else _ONE
 
 
 # ---------------------------------------------------------------- report
 
+# Every sum is kept as Decimal in this context: additions and multiplications are exact (Inexact
+# traps rather than rounds), and much cheaper than Fraction arithmetic.
+_EXACT = Context(prec=1000, traps=[Inexact, InvalidOperation, Overflow])
+# Rounding an exact Decimal once, half to even (quantize rounds the exact operand).
+_ROUNDING = Context(prec=1000, rounding=ROUND_HALF_EVEN, traps=[InvalidOperation, Overflow])
+_ZERO = Decimal(0)
 
-@dataclass
-class _Figures:
-    """Exact figures (billing units) for one resource within one line."""
+# An exact value as ``{denominator: numerator}`` meaning Σ numerator / denominator. A time weight
+# ``overlap / bucket`` is reduced by their gcd; a whole bucket (weight 1) lands on denominator 1,
+# so in the usual case a value is one exact Decimal and needs no rational arithmetic at all.
+_Parts = dict[int, Decimal]
+_FIGURES = 5  # allocated, used, idle, guarantee, unused guarantee
 
-    allocated: Fraction = Fraction(0)
-    used: Fraction = Fraction(0)
-    idle: Fraction = Fraction(0)
-    guarantee: Fraction = Fraction(0)
-    unused_guarantee: Fraction = Fraction(0)
+
+def _new_figures() -> list[_Parts]:
+    return [{} for _ in range(_FIGURES)]
 
 
 @dataclass
 class _Acc:
-    """Exact figures for one line."""
+    """Exact figures for one line: five per resource, cost, budget hours by budget index."""
 
-    by_resource: dict[str, _Figures] = field(default_factory=lambda: defaultdict(_Figures))
-    cost: Fraction = Fraction(0)
+    by_resource: dict[str, list[_Parts]] = field(default_factory=dict)
+    cost: _Parts = field(default_factory=dict)
     unpriced_records: int = 0
-    budget_hours: dict[int, Fraction] = field(default_factory=lambda: defaultdict(Fraction))
-
-
-# Sums of record values are kept as Decimal in this context: additions are exact (Inexact traps
-# rather than rounds), and much cheaper per record than Fraction arithmetic.
-_EXACT = Context(prec=1000, traps=[Inexact, InvalidOperation, Overflow])
-_ZERO = Decimal(0)
-
-# A time weight (overlap, bucket) in microseconds; kept as a pair so grouping costs no gcd.
-_Weight = tuple[int, int]
+    budget_hours: dict[int, _Parts] = field(default_factory=dict)
 
 
 def report(
@@ -354,15 +367,17 @@ def report(
          GROUP_FIELDS, no repeats), the rate card (no two rates for the same resource and flavor
          overlap in time) and each record (tz-aware, non-empty bucket, non-negative hours).
          Anything wrong raises ChargebackError naming the culprit.
-      2. For each record: clip to the window and split at rate boundaries (module docstring).
-         Its raw values are added, exactly, to sums keyed by line (the record's values for
-         ``group_by``, in that order), resource, time weight and price, so that the costly
-         rational arithmetic runs once per distinct weight instead of once per record.
+      2. For each record: clip to the window and split at rate boundaries (module docstring;
+         pieces are computed once per resource, flavor and clipped bucket). Its values, scaled
+         by the integer numerator of the reduced time weight and, for cost, by the price, are
+         added exactly (Decimal) to sums keyed by line, resource and the weight's denominator.
       3. Budgets apply to lines grouped by team: for each budget of the line's team (and of the
          line's resource, when grouped by resource) the line's allocated hours of that resource
          inside ``[max(start, budget.start), min(end, budget.end))`` are compared to the limit.
-      4. Turn the sums into exact figures per line, and the total as the sum of all lines; emit
-         lines sorted by key values, quantizing only now.
+      4. Apply the GiB conversion to the sums (exact in Decimal), add up each line, and the
+         total as the sum of all lines; emit lines sorted by key values, quantizing only now:
+         a value with the single denominator 1 is rounded directly, any other through one exact
+         ``Fraction`` per line and figure.
 
     Invariants: the same inputs in any order give the same report; ``total.cost`` does not depend
     on ``group_by``; ``total.exact_cost`` equals the sum of the lines' ``exact_cost``.
@@ -375,71 +390,90 @@ def report(
         _check_budget(budget)
     use_budgets = "team" in fields
     budgets_for: dict[tuple[str, str], list[int]] = defaultdict(list)
+    budgets_of_team: dict[str, list[int]] = defaultdict(list)
     for i, budget in enumerate(budget_list):
         budgets_for[(budget.team, budget.resource)].append(i)
+        budgets_of_team[budget.team].append(i)
 
-    figure_sums: dict[tuple[Key, str, _Weight], list[Decimal]] = {}
-    cost_sums: dict[tuple[Key, str, _Weight, Decimal], Decimal] = defaultdict(Decimal)
-    budget_sums: dict[tuple[Key, str, int, _Weight], Decimal] = defaultdict(Decimal)
+    figure_sums: dict[tuple[Key, str, int], list[Decimal]] = {}
+    cost_sums: dict[tuple[Key, str, int], Decimal] = {}
+    budget_sums: dict[tuple[Key, str, int, int], Decimal] = {}
     unpriced_records: dict[Key, int] = defaultdict(int)
     unpriced: list[Unpriced] = []
+    pieces_of: dict[tuple[str, str, datetime, datetime], list[_Piece]] = {}
     with localcontext(_EXACT):
         for record in records:
             _check_record(record)
-            a, b = max(record.start, start), min(record.end, end)
+            s, e = record.start, record.end
+            a, b = max(s, start), min(e, end)
             if a >= b:
                 continue
-            bucket = _micros(record.end - record.start)
             resource = record.resource
             key = tuple((name, getattr(record, name)) for name in fields)
+            num, den = _weight(a, b, s, e)
 
-            sums = figure_sums.setdefault((key, resource, (_micros(b - a), bucket)), [_ZERO] * 5)
-            for i, value in enumerate(_record_values(record)):
-                sums[i] += value
+            sums = figure_sums.get((key, resource, den))
+            if sums is None:
+                sums = figure_sums[(key, resource, den)] = [_ZERO] * _FIGURES
+            values = _record_values(record)
+            for i in range(_FIGURES):
+                sums[i] += values[i] * num if num != 1 else values[i]
 
+            allocated = record.allocated_hours
+            pieces_key = (resource, record.flavor, a, b)
+            pieces = pieces_of.get(pieces_key)
+            if pieces is None:
+                pieces = pieces_of[pieces_key] = _price_pieces(record, a, b, rate_index)
             priced_in_full = True
-            for p, q, rate in _price_pieces(record, a, b, rate_index):
-                weight = (_micros(q - p), bucket)
+            for p, q, rate in pieces:
+                pn, pd = _weight(p, q, s, e)
                 if rate is None:
                     priced_in_full = False
-                    hours = Fraction(record.allocated_hours) * _scale(resource) * Fraction(*weight)
+                    hours = Fraction(allocated * _scale(resource)) * Fraction(pn, pd)
                     unpriced.append(Unpriced(record, p, q, _hours(hours), unit_of(resource)))
                 else:
-                    cost_sums[(key, resource, weight, rate.price_per_unit_hour)] += (
-                        record.allocated_hours
-                    )
+                    amount = allocated * rate.price_per_unit_hour
+                    if pn != 1:
+                        amount *= pn
+                    cost_key = (key, resource, pd)
+                    cost_sums[cost_key] = cost_sums.get(cost_key, _ZERO) + amount
             if not priced_in_full:
                 unpriced_records[key] += 1
 
             for i in budgets_for.get((record.team, resource), ()) if use_budgets else ():
                 p, q = max(a, budget_list[i].start), min(b, budget_list[i].end)
                 if p < q:
-                    budget_sums[(key, resource, i, (_micros(q - p), bucket))] += (
-                        record.allocated_hours
+                    pn, pd = _weight(p, q, s, e)
+                    budget_key = (key, resource, i, pd)
+                    budget_sums[budget_key] = budget_sums.get(budget_key, _ZERO) + (
+                        allocated * pn if pn != 1 else allocated
                     )
 
-    accs: dict[Key, _Acc] = defaultdict(_Acc)
-    for (key, resource, weight), sums in figure_sums.items():
-        factor = _scale(resource) * Fraction(*weight)
-        fig = accs[key].by_resource[resource]
-        fig.allocated += Fraction(sums[0]) * factor
-        fig.used += Fraction(sums[1]) * factor
-        fig.idle += Fraction(sums[2]) * factor
-        fig.guarantee += Fraction(sums[3]) * factor
-        fig.unused_guarantee += Fraction(sums[4]) * factor
-    for (key, resource, weight, price), amount in cost_sums.items():
-        accs[key].cost += Fraction(amount) * _scale(resource) * Fraction(*weight) * Fraction(price)
-    for (key, resource, i, weight), amount in budget_sums.items():
-        accs[key].budget_hours[i] += Fraction(amount) * _scale(resource) * Fraction(*weight)
-    for key, count in unpriced_records.items():
-        accs[key].unpriced_records = count
+        accs: dict[Key, _Acc] = defaultdict(_Acc)
+        for (key, resource, den), sums in figure_sums.items():
+            k = _scale(resource)
+            figures = accs[key].by_resource.get(resource)
+            if figures is None:
+                figures = accs[key].by_resource[resource] = _new_figures()
+            for parts, value in zip(figures, sums, strict=True):
+                _add(parts, den, value * k)
+        for (key, resource, den), amount in cost_sums.items():
+            _add(accs[key].cost, den, amount * _scale(resource))
+        for (key, resource, i, den), amount in budget_sums.items():
+            _add(accs[key].budget_hours.setdefault(i, {}), den, amount * _scale(resource))
+        for key, count in unpriced_records.items():
+            accs[key].unpriced_records = count
 
-    total = _Acc()
-    for acc in accs.values():
-        for resource, fig in acc.by_resource.items():
-            _add(total.by_resource[resource], fig)
-        total.cost += acc.cost
-        total.unpriced_records += acc.unpriced_records
+        total = _Acc()
+        for acc in accs.values():
+            for resource, figures in acc.by_resource.items():
+                into = total.by_resource.get(resource)
+                if into is None:
+                    into = total.by_resource[resource] = _new_figures()
+                for target, parts in zip(into, figures, strict=True):
+                    _merge(target, parts)
+            _merge(total.cost, acc.cost)
+            total.unpriced_records += acc.unpriced_records
 
     def applicable(key: Key) -> list[int]:
         if not use_budgets:
@@ -447,15 +481,14 @@ def report(
         values = dict(key)
         return [
             i
-            for i, budget in enumerate(budget_list)
-            if budget.team == values["team"]
-            and values.get("resource", budget.resource) == budget.resource
-            and budget.start < end
-            and start < budget.end
+            for i in budgets_of_team.get(values["team"], ())
+            if values.get("resource", budget_list[i].resource) == budget_list[i].resource
+            and budget_list[i].start < end
+            and start < budget_list[i].end
         ]
 
     lines = tuple(
-        _emit(key, acc, [(budget_list[i], acc.budget_hours[i]) for i in applicable(key)])
+        _emit(key, acc, [(budget_list[i], acc.budget_hours.get(i, {})) for i in applicable(key)])
         for key, acc in sorted(accs.items(), key=lambda item: _key_values(item[0]))
     )
     unpriced.sort(key=lambda u: (u.start, u.end, _record_key(u.record)))
@@ -467,6 +500,29 @@ def report(
         total=_emit((), total, []),
         unpriced=tuple(unpriced),
     )
+
+
+def _weight(a: datetime, b: datetime, s: datetime, e: datetime) -> tuple[int, int]:
+    """Return the share ``(b - a) / (e - s)`` of a bucket as a reduced (numerator, denominator)."""
+    if a == s and b == e:
+        return 1, 1
+    part, whole = _micros(b - a), _micros(e - s)
+    divisor = gcd(part, whole)
+    return part // divisor, whole // divisor
+
+
+def _add(parts: _Parts, den: int, value: Decimal) -> None:
+    parts[den] = parts[den] + value if den in parts else value
+
+
+def _merge(into: _Parts, parts: _Parts) -> None:
+    for den, value in parts.items():
+        _add(into, den, value)
+
+
+def _exact(parts: _Parts) -> Fraction:
+    """The exact value Σ numerator / denominator as a Fraction."""
+    return sum((Fraction(value) / den for den, value in parts.items()), Fraction(0))
 
 
 def _record_values(record: UsageRecord) -> tuple[Decimal, Decimal, Decimal, Decimal, Decimal]:
@@ -484,43 +540,40 @@ def _record_values(record: UsageRecord) -> tuple[Decimal, Decimal, Decimal, Deci
     return allocated, used, idle, guarantee, unused_guarantee
 
 
-def _add(into: _Figures, figures: _Figures) -> None:
-    into.allocated += figures.allocated
-    into.used += figures.used
-    into.idle += figures.idle
-    into.guarantee += figures.guarantee
-    into.unused_guarantee += figures.unused_guarantee
-
-
-def _emit(key: Key, acc: _Acc, budgets: list[tuple[Budget, Fraction]]) -> Line:
+def _emit(key: Key, acc: _Acc, budgets: list[tuple[Budget, _Parts]]) -> Line:
     """Quantize one accumulated line; hours only when it covers a single resource."""
-    uses = tuple(
-        BudgetUse(
-            resource=budget.resource,
-            start=budget.start,
-            end=budget.end,
-            limit_hours=budget.limit_hours,
-            used_hours=_hours(hours),
-            used_pct=_round(hours * 100 / Fraction(budget.limit_hours), PCT_PLACES),
+    uses = []
+    for budget, parts in budgets:
+        hours = _exact(parts)
+        uses.append(
+            BudgetUse(
+                resource=budget.resource,
+                start=budget.start,
+                end=budget.end,
+                limit_hours=budget.limit_hours,
+                used_hours=_hours(hours),
+                used_pct=_round(hours * 100 / Fraction(budget.limit_hours), PCT_PLACES),
+            )
         )
-        for budget, hours in budgets
-    )
     # One resource: hours add up. Several: units would mix, so only cost is meaningful.
     single = next(iter(acc.by_resource.items())) if len(acc.by_resource) == 1 else None
-    resource, fig = single if single else ("", None)
-    gpu = fig is not None and is_gpu_resource(resource)
+    resource, figures = single if single else ("", None)
+    gpu = figures is not None and is_gpu_resource(resource)
+    allocated, used, idle, guarantee, unused_guarantee = (
+        [_round_parts(parts, HOUR_PLACES) for parts in figures] if figures else [None] * 5
+    )
     return Line(
         key=key,
-        unit=unit_of(resource) if fig else "",
-        allocated_hours=_hours(fig.allocated) if fig else None,
-        used_hours=_hours(fig.used) if fig and gpu else None,
-        idle_hours=_hours(fig.idle) if fig and gpu else None,
-        guarantee_hours=_hours(fig.guarantee) if fig else None,
-        unused_guarantee_hours=_hours(fig.unused_guarantee) if fig else None,
-        cost=_round(acc.cost, CENT),
-        budgets=uses,
+        unit=unit_of(resource) if figures else "",
+        allocated_hours=allocated,
+        used_hours=used if gpu else None,
+        idle_hours=idle if gpu else None,
+        guarantee_hours=guarantee,
+        unused_guarantee_hours=unused_guarantee,
+        cost=_round_parts(acc.cost, CENT),
+        budgets=tuple(uses),
         unpriced_records=acc.unpriced_records,
-        exact_cost=acc.cost,
+        exact_cost=_exact(acc.cost),
     )
 
 
@@ -562,9 +615,10 @@ def _valid_at(rates: list[Rate], t: datetime) -> Rate | None:
     return None
 
 
-def _price_pieces(
-    record: UsageRecord, a: datetime, b: datetime, index: _RateIndex
-) -> list[tuple[datetime, datetime, Rate | None]]:
+_Piece = tuple[datetime, datetime, Rate | None]
+
+
+def _price_pieces(record: UsageRecord, a: datetime, b: datetime, index: _RateIndex) -> list[_Piece]:
     """Cut ``[a, b)`` at every rate boundary inside it and price each piece.
 
     Within a piece no rate starts or ends, so the rate valid at the piece's start is valid on all
@@ -579,7 +633,7 @@ def _price_pieces(
             if t is not None and a < t < b:
                 cuts.add(t)
     points = sorted(cuts)
-    pieces: list[tuple[datetime, datetime, Rate | None]] = []
+    pieces: list[_Piece] = []
     for p, q in pairwise(points):
         rate = _valid_at(exact, p) or _valid_at(generic, p)
         if pieces and pieces[-1][2] is rate:
@@ -747,6 +801,19 @@ def _round(value: Fraction, places: Decimal) -> Decimal:
     # round() on a Fraction rounds half to even: exactly decimal.ROUND_HALF_EVEN, with no
     # intermediate Decimal context that could round first.
     return Decimal(round(value * Fraction(10) ** -exponent)).scaleb(exponent)
+
+
+def _round_parts(parts: _Parts, places: Decimal) -> Decimal:
+    """Round an exact ``{denominator: numerator}`` value like ``_round``.
+
+    With the single denominator 1 the value is one exact Decimal, rounded by ``quantize``;
+    otherwise it goes through ``Fraction`` (``_exact``).
+    """
+    if not parts:
+        return _ZERO.quantize(places)
+    if len(parts) == 1 and 1 in parts:
+        return parts[1].quantize(places, context=_ROUNDING)
+    return _round(_exact(parts), places)
 
 
 def _hours(value: Fraction) -> Decimal:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,8 @@ from monitoring.domain.chargeback import (
     UsageRecord,
     diff_reports,
     freeze,
+    is_byte_resource,
+    is_gpu_resource,
     report,
     to_rows,
 )
@@ -610,3 +614,218 @@ def test_the_report_does_not_depend_on_record_order(records, rates, period):
     )
     assert forward == backward
     assert to_rows(forward) == to_rows(backward)
+
+
+# ---------------------------------------------------------------- the optimised report = the maths
+
+
+def _reference(records, rates, *, start, end, group_by, budgets=()) -> list[dict[str, object]]:
+    """The report's lines computed the straightforward way: per record, per piece, in Fraction.
+
+    Follows the module docstring literally (no summing by weight, no Decimal shortcuts), so it
+    checks the optimised ``report()``: same rounded figures, same exact cost, same budgets.
+    """
+    micro = timedelta(microseconds=1)
+
+    def rate_at(resource: str, flavor: str, t: datetime) -> Rate | None:
+        def valid(r: Rate) -> bool:
+            return r.valid_from <= t and (r.valid_to is None or t < r.valid_to)
+
+        for want in ([flavor] if flavor else []) + [""]:
+            for r in rates:
+                if (r.resource, r.flavor) == (resource, want) and valid(r):
+                    return r
+        return None
+
+    lines: dict[tuple, dict] = {}
+    for r in records:
+        a, b = max(r.start, start), min(r.end, end)
+        if a >= b:
+            continue
+        bucket = (r.end - r.start) // micro
+        f = Fraction((b - a) // micro, bucket)
+        k = Fraction(1, GIB) if is_byte_resource(r.resource) else Fraction(1)
+        alloc, used, guar = (
+            Fraction(v) for v in (r.allocated_hours, r.used_hours, r.guarantee_hours)
+        )
+        gpu = is_gpu_resource(r.resource)
+        key = tuple((name, getattr(r, name)) for name in group_by)
+        line = lines.setdefault(
+            key, {"figures": {}, "cost": Fraction(0), "unpriced": 0, "budget": {}}
+        )
+        figures = line["figures"].setdefault(r.resource, [Fraction(0)] * 5)
+        for i, value in enumerate(
+            (
+                alloc,
+                used if gpu else 0,
+                max(alloc - used, 0) if gpu else 0,
+                guar,
+                max(guar - alloc, 0),
+            )
+        ):
+            figures[i] += k * value * f
+        cuts = {a, b} | {
+            t
+            for rate in rates
+            if rate.resource == r.resource
+            for t in (rate.valid_from, rate.valid_to)
+            if t is not None and a < t < b
+        }
+        unpriced = False
+        for p, q in pairwise(sorted(cuts)):
+            rate = rate_at(r.resource, r.flavor, p)
+            if rate is None:
+                unpriced = True
+            else:
+                weight = Fraction((q - p) // micro, bucket)
+                line["cost"] += k * alloc * weight * Fraction(rate.price_per_unit_hour)
+        line["unpriced"] += unpriced
+        for i, budget in enumerate(budgets):
+            p, q = max(a, budget.start), min(b, budget.end)
+            if (
+                "team" in group_by
+                and (budget.team, budget.resource) == (r.team, r.resource)
+                and p < q
+            ):
+                weight = Fraction((q - p) // micro, bucket)
+                line["budget"][i] = line["budget"].get(i, Fraction(0)) + k * alloc * weight
+
+    def rounded(value: Fraction, places: int) -> Decimal:
+        return Decimal(round(value * 10**places)).scaleb(-places)
+
+    out = []
+    for key in sorted(lines, key=lambda key: tuple(v for _, v in key)):
+        line, values = lines[key], dict(key)
+        single = list(line["figures"].items()) if len(line["figures"]) == 1 else None
+        hours = [rounded(v, 4) for v in single[0][1]] if single else [None] * 5
+        gpu = bool(single) and is_gpu_resource(single[0][0])
+        uses = []
+        for i, b in enumerate(budgets):
+            if (
+                "team" in group_by
+                and b.team == values["team"]
+                and values.get("resource", b.resource) == b.resource
+                and b.start < end
+                and start < b.end
+            ):
+                used = line["budget"].get(i, Fraction(0))
+                pct = used * 100 / Fraction(b.limit_hours)
+                uses.append((b.resource, b.start, b.end, rounded(used, 4), rounded(pct, 2)))
+        out.append(
+            {
+                "key": key,
+                "allocated": hours[0],
+                "used": hours[1] if gpu else None,
+                "idle": hours[2] if gpu else None,
+                "guarantee": hours[3],
+                "unused_guarantee": hours[4],
+                "cost": rounded(line["cost"], 2),
+                "exact_cost": line["cost"],
+                "unpriced": line["unpriced"],
+                "budgets": tuple(uses),
+            }
+        )
+    return out
+
+
+def _as_reference(result: Report) -> list[dict[str, object]]:
+    return [
+        {
+            "key": line.key,
+            "allocated": line.allocated_hours,
+            "used": line.used_hours,
+            "idle": line.idle_hours,
+            "guarantee": line.guarantee_hours,
+            "unused_guarantee": line.unused_guarantee_hours,
+            "cost": line.cost,
+            "exact_cost": line.exact_cost,
+            "unpriced": line.unpriced_records,
+            "budgets": tuple(
+                (use.resource, use.start, use.end, use.used_hours, use.used_pct)
+                for use in line.budgets
+            ),
+        }
+        for line in result.lines
+    ]
+
+
+@st.composite
+def budget_list(draw: st.DrawFn) -> list[Budget]:
+    out = []
+    for team in draw(st.lists(st.sampled_from(sorted(TEAMS)), max_size=3, unique=True)):
+        first = at(0) + timedelta(minutes=draw(st.integers(-120, 48 * 60)))
+        out.append(
+            Budget(
+                team,
+                draw(st.sampled_from([GPU, "memory", "cpu"])),
+                start=first,
+                end=first + timedelta(minutes=draw(st.integers(1, 48 * 60))),
+                limit_hours=draw(st.decimals("0.001", 10_000, places=3)),
+            )
+        )
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(usage(), max_size=30),
+    rate_card(),
+    window(),
+    budget_list(),
+    st.sampled_from([*GROUPINGS, ["team", "resource"]]),
+)
+def test_the_optimised_report_equals_the_straightforward_fraction_maths(
+    records, rates, period, budgets, group_by
+):
+    start, end = period
+    result = report(records, rates, start=start, end=end, group_by=group_by, budgets=budgets)
+    expected = _reference(records, rates, start=start, end=end, group_by=group_by, budgets=budgets)
+
+    assert _as_reference(result) == expected
+    assert result.total.exact_cost == sum((line["exact_cost"] for line in expected), Fraction(0))
+
+
+def test_the_optimised_report_equals_the_straightforward_maths_on_seeded_random_data():
+    # Daily and hourly buckets, clipped at odd instants, several rate changes mid-bucket.
+    rng = random.Random(20251101)
+    teams = [f"team-{i}" for i in range(12)]
+    kinds = [(GPU, H100), (GPU, A100), ("cpu", ""), ("memory", ""), ("rdma/hca", "")]
+    records = []
+    for team in teams:
+        for resource, flavor in kinds:
+            for d in range(6):
+                start = at(0, day=1 + d)
+                length = timedelta(days=1) if rng.random() < 0.5 else timedelta(hours=1)
+                scale = GIB if resource == "memory" else 1
+                records.append(
+                    UsageRecord(
+                        start=start,
+                        end=start + length,
+                        team=team,
+                        cost_center=f"cc-{teams.index(team) % 3}",
+                        namespace=f"{team}-{rng.choice('xy')}",
+                        resource=resource,
+                        flavor=flavor,
+                        allocated_hours=D(rng.randrange(10**9)) / 10**6 * scale,
+                        used_hours=D(rng.randrange(10**9)) / 10**6 * scale,
+                        guarantee_hours=D(rng.randrange(10**9)) / 10**6 * scale,
+                    )
+                )
+    rates = [
+        Rate(GPU, "", D("2.50"), valid_from=at(0) - timedelta(days=9), valid_to=at(7, 13)),
+        Rate(GPU, "", D("2.75"), valid_from=at(7, 13)),
+        Rate(GPU, H100, D("3.10"), valid_from=at(0), valid_to=at(49, 7)),
+        Rate(GPU, H100, D("3.333333"), valid_from=at(49, 7)),
+        Rate("cpu", "", D("0.04"), valid_from=at(0) - timedelta(days=9)),
+        Rate("memory", "", D("0.005"), valid_from=at(0) - timedelta(days=9)),
+    ]
+    budgets = [
+        Budget(team, GPU, start=at(0), end=at(0, day=4), limit_hours=D(3000)) for team in teams
+    ] + [Budget("team-3", "cpu", start=at(30), end=at(0, day=8), limit_hours=D("777.7"))]
+    start, end = at(5, 17), at(19, 41, day=6)
+    for group_by in (*GROUPINGS, ["team", "resource"]):
+        result = report(records, rates, start=start, end=end, group_by=group_by, budgets=budgets)
+        expected = _reference(
+            records, rates, start=start, end=end, group_by=group_by, budgets=budgets
+        )
+        assert _as_reference(result) == expected
