@@ -19,6 +19,8 @@ How each tenant is built (docs/drf.md has a worked example):
   use: its limit for every resource it has a quota row for (no ceiling: the capacity), capped by
   the capacity. A team seen before but absent from the latest collection demands nothing: it is
   idle;
+* a what-if override that raises a team's limit also raises its demand to the new limit (capped
+  by capacity): the preview answers "what if the team used what it asks for";
 * departments (teams with active children) get only their *own* usage as demand, never the limit
   fallback: the solver adds the children's demands itself (H-DRF: callers must not pre-aggregate);
 * resources are those of the capacity; integral resources are the extended ones (``/`` in the
@@ -356,6 +358,19 @@ def make_problem(inputs: Inputs, overrides: Mapping[str, Mapping] | None = None)
                 if resource in capacity
             }
             source[slug] = DEMAND_LIMIT
+        # A what-if that raises a team's limit asks "what if it used what it asks for": its
+        # demand grows to the new limit, otherwise a measured team's preview would never move.
+        for resource, lim in ((overrides or {}).get(slug, {}).get("limit") or {}).items():
+            if resource in capacity:
+                wanted = (
+                    capacity[resource]
+                    if lim is None
+                    else min(
+                        parse_quantity(lim, field=f"{slug}.limit.{resource}"), capacity[resource]
+                    )
+                )
+                if wanted > demand[slug].get(resource, Decimal(0)):
+                    demand[slug][resource] = wanted
         demand[slug] = {r: a for r, a in sorted(demand[slug].items()) if r in capacity and a > 0}
 
     guarantee = {slug: dict(team.guarantee) for slug, team in teams.items()}

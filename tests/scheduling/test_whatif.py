@@ -246,3 +246,22 @@ def test_to_dict_is_json_ready_and_can_be_stored_as_the_request_preview(cast):
         "delta": {GPU: "-10"},
     }
     assert AuditEvent.objects.filter(verb="approve").count() == 1
+
+
+def test_raising_a_measured_teams_limit_previews_it_using_the_new_limit(cast):
+    from django.utils import timezone
+
+    from monitoring.models import UsageSample
+    from scheduling.services import what_if
+
+    now = timezone.now()
+    for team, ns, used in ((cast.team_a, "team-a-ml", 40), (cast.team_b, "team-b-ml", 30)):
+        UsageSample.objects.create(
+            taken_at=now, team=team, namespace=ns, resource=GPU, allocated=Decimal(used)
+        )
+    result = what_if({"team-a": {"limit": {GPU: "56"}, "guarantee": {GPU: "36"}}}).to_dict()
+    teams = {row["team"]: row for row in result["teams"]}
+    assert teams["team-a"]["before"]["fair_allocation"][GPU] == "40"
+    # It asks for 56 and 70 GPUs are free besides team-b's 30: the preview grants all 56.
+    assert teams["team-a"]["after"]["fair_allocation"][GPU] == "56"
+    assert teams["team-b"]["after"]["fair_allocation"][GPU] == "30"
