@@ -543,3 +543,69 @@ def test_it_imports_nothing_but_the_standard_library():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------- implementation guards
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_it_restores_the_garbage_collector_state_even_on_errors(enabled):
+    import gc
+
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        solve({"cpu": 1}, [Tenant("a", demand={"cpu": 1})])
+        assert gc.isenabled() is enabled
+        with pytest.raises(ProblemError):
+            solve({"cpu": 1}, [Tenant("a", demand={"cpu": -1})])
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+def test_it_gives_the_same_result_for_ints_decimals_and_floats():
+    from decimal import Decimal
+
+    def problem(num):
+        return [
+            Tenant("a", demand={"cpu": num(6), "gpu": num(3)}, weight=num(2)),
+            Tenant("b", demand={"cpu": num(9)}, guarantee={"cpu": num(2)}, limit={"cpu": num(7)}),
+            Tenant("c", demand={"gpu": num(5)}, parent="a"),
+        ]
+
+    expected = solve({"cpu": 10.0, "gpu": 4.0}, problem(float), integral={"gpu"})
+    for num in (int, Decimal):
+        assert solve({"cpu": num(10), "gpu": num(4)}, problem(num), integral={"gpu"}) == expected
+
+
+def test_it_breaks_rounding_ties_by_name_among_many_equal_members():
+    # 200 identical members share 50.5 gpus, 0.2525 each: every floor is 0, every remainder is
+    # the same, and the 50 first names get the 50 whole gpus.
+    names = [f"t{i:03d}" for i in range(200)]
+    result = solve(
+        {"gpu": 50.5},
+        [Tenant(n, demand={"gpu": 3}) for n in reversed(names)],
+        integral={"gpu"},
+    )
+
+    assert [n for n in names if result[n].resources["gpu"] == 1] == names[:50]
+    assert sum(a.resources["gpu"] for a in result.values()) == 50
+
+
+def test_it_reports_the_first_fault_in_name_order_whatever_the_fault():
+    tenants = [
+        Tenant("b", demand={"cpu": -1}),
+        Tenant("a", demand={"cpu": 1}, weight=0),
+    ]
+
+    with pytest.raises(ProblemError, match=r"tenant 'a': weight must be > 0"):
+        solve({"cpu": 1}, tenants)
+
+
+@pytest.mark.parametrize("field", ["capacity", "demand"])
+def test_it_refuses_absurd_magnitudes_with_a_problem_error(field):
+    capacity = {"cpu": 1e300 if field == "capacity" else 10.0, "nvidia.com/gpu": 8.0}
+    demand = {"cpu": 1e-9, "nvidia.com/gpu": 1e300 if field == "demand" else 1.0}
+    with pytest.raises(ProblemError, match="at most"):
+        solve(capacity, [Tenant("a", demand)], integral=frozenset({"nvidia.com/gpu"}))
