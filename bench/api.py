@@ -9,10 +9,14 @@ Usage::
    ``--skip-setup``, fills it (seeded, repeatable):
    ``--teams`` teams in 10 departments, one namespace and one GPU budget each, rate cards for 8
    resources (the GPU price changes on 2025-07-01), **daily** rollups for every team × 8
-   resources × 365 days of 2025 (2.92 M rows for 1,000 teams) and **hourly** rollups for
-   2025-11-01 and 2025-12-01 (the edge days of the offset month below; 384 k rows).
-   A year of hourly rows (70 M) is not generated: reports read daily rollups for whole days and
-   hourly ones only for partial days, so whole-day reports never touch them.
+   resources × 365 days of 2025 (2.92 M rows for 1,000 teams), **hourly** rollups for
+   2025-11-01 and 2025-12-01 (the edge days of the offset month below; 384 k rows) and the
+   **monthly** rollups of 2025 computed from the daily ones by the rollup service
+   (``services.rollup_months``, 96 k rows), as the hourly job keeps them.
+   A year of hourly rows (70 M) is not generated: reports read monthly rollups for whole months,
+   daily ones for the other whole days and hourly ones only for partial days, so whole-day
+   reports never touch them. The GPU price changes on a month boundary, so every month of 2025
+   is read from monthly rows (``--no-monthly`` leaves them out: the daily-only baseline).
 2. Starts ``gunicorn config.wsgi`` with 2 workers on 127.0.0.1 (throttles raised for the run).
 3. Times, with an admin's bearer token: the chargeback report grouped by team for one calendar
    month (Nov 2025), for one month with mid-day edges (hourly rows read), for the whole year,
@@ -72,7 +76,7 @@ def create_database() -> None:
     )
 
 
-def populate(teams: int) -> None:
+def populate(teams: int, monthly: bool = True) -> None:
     from datetime import UTC, datetime
     from decimal import Decimal
 
@@ -80,6 +84,7 @@ def populate(teams: int) -> None:
     from django.db import connection, transaction
 
     from monitoring.models import RateCard, UsageRollup
+    from monitoring.services import rollup_months
     from quotas.models import Budget, Membership, Namespace, Team
 
     print(f"populating {teams} teams ...", flush=True)
@@ -158,6 +163,8 @@ def populate(teams: int) -> None:
                     """,
                     [period, f"{first}+00", f"{last}+00", step],
                 )
+        if monthly:
+            rollup_months(datetime(2025, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC))
         print(f"  {UsageRollup.objects.count():,} rollup rows", flush=True)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
@@ -256,6 +263,9 @@ def main() -> None:
     parser.add_argument("--teams", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--skip-setup", action="store_true")
+    parser.add_argument(
+        "--no-monthly", action="store_true", help="fill without monthly rollups (the baseline)"
+    )
     args = parser.parse_args()
 
     create_database()
@@ -266,7 +276,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     if not args.skip_setup:
-        populate(args.teams)
+        populate(args.teams, monthly=not args.no_monthly)
     token = token_for("bench-admin")
 
     port = free_port()

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Coalesce
 
 from quotas.querysets import TeamScopedQuerySet
 
@@ -114,13 +115,25 @@ class GpuSample(models.Model):
 
 
 class UsageRollup(models.Model):
-    """Hourly or daily totals per namespace, resource and flavor (re-computable, idempotent).
+    """Hourly, daily or monthly totals per namespace, resource and flavor (re-computable,
+    idempotent).
 
     allocated_hours = Σ allocated amount × time (base units × hours); used_hours =
     utilization-weighted GPU-hours; guarantee_hours = team guarantee × time.
+
+    Monthly rows (calendar months, UTC) are sums of the month's *daily* rows, one per namespace,
+    resource, flavor **and team** (a namespace that changed teams inside the month gets one row
+    per team, so a month row never attributes a day to another team than its daily row does).
+    They also carry the per-day floors the chargeback report needs (``covered_hours`` = Σ over
+    the days of min(guarantee, allocated), ``busy_hours`` = Σ over the days of min(allocated,
+    used)), which cannot be recovered from the sums; both are null on hourly and daily rows.
     """
 
-    period = models.CharField(max_length=8, choices=[("hour", "Hourly"), ("day", "Daily")])
+    MONTH = "month"  # monitoring.choices.RollupPeriod has HOUR and DAY
+
+    period = models.CharField(
+        max_length=8, choices=[("hour", "Hourly"), ("day", "Daily"), (MONTH, "Monthly")]
+    )
     start = models.DateTimeField()
     team = models.ForeignKey(
         "quotas.Team", on_delete=models.SET_NULL, null=True, blank=True, related_name="rollups"
@@ -132,6 +145,8 @@ class UsageRollup(models.Model):
     pending_hours = _amount_field()
     used_hours = _amount_field()
     guarantee_hours = _amount_field()
+    covered_hours = _amount_field(default=None, null=True, blank=True)
+    busy_hours = _amount_field(default=None, null=True, blank=True)
     avg_utilization = models.FloatField(null=True, blank=True)
     samples = models.PositiveIntegerField(default=0)
 
@@ -142,8 +157,19 @@ class UsageRollup(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["period", "start", "namespace", "resource", "flavor"],
+                condition=~models.Q(period="month"),
                 name="%(app_label)s_%(class)s_unique_bucket",
                 violation_error_message="This bucket already has a rollup.",
+            ),
+            models.UniqueConstraint(
+                "start",
+                "namespace",
+                "resource",
+                "flavor",
+                Coalesce("team", models.Value(0)),
+                condition=models.Q(period="month"),
+                name="%(app_label)s_%(class)s_unique_month_bucket",
+                violation_error_message="This month bucket already has a rollup for this team.",
             ),
         ]
         indexes = [

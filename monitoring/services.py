@@ -14,7 +14,8 @@ Every function takes ``now`` (default: the clock) so jobs can be replayed for a 
   interval (``FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS``, default 15 s). ``used_hours`` =
   Σ util_gpu/100 × that time, for samples attributed to a pod; ``avg_utilization`` is the
   time-weighted mean. Samples without utilization (MIG devices) count for neither.
-* Intervals are split at bucket boundaries; buckets are UTC hours and UTC days.
+* Intervals are split at bucket boundaries; buckets are UTC hours and UTC days. Monthly
+  rollups (UTC calendar months) are sums of the daily ones (``rollup_usage``).
 * ``guarantee_hours`` (TeamQuota guarantee × hours) goes on the row of the team's first
   namespace (by name), resource as in the quota, flavor "". Teams without a namespace get no
   guarantee row. Quotas have no history, so re-running an old window uses today's guarantees.
@@ -39,7 +40,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Max, Min
+from django.db.models import Case, DecimalField, F, FloatField, IntegerField, Max, Min, Q, Sum, When
+from django.db.models.functions import Least, TruncMonth
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -596,6 +598,7 @@ class RollupResult:
     end: datetime
     hourly: int
     daily: int
+    monthly: int = 0
 
 
 def _rollup_lock() -> None:
@@ -607,18 +610,20 @@ def _rollup_lock() -> None:
 def rollup_usage(
     *, start: datetime | None = None, end: datetime | None = None, now: datetime | None = None
 ) -> RollupResult:
-    """Recompute hourly rollups for [start, end) and daily rollups for the days it touches.
+    """Recompute hourly rollups for [start, end), daily rollups for the days it touches and
+    monthly rollups for the months those days are in.
 
     Windows are aligned to whole UTC hours (``start`` floored, ``end`` floored and never past
     the current hour, which is still filling). Defaults: ``end`` = the start of the current
     hour; ``start`` = two hours earlier, or the hour after the newest hourly rollup if that is
     older (catching up after an outage, back to the raw retention at most).
 
-    Idempotent: the window's hourly buckets and the touched days' daily buckets are deleted and
-    recreated in one transaction (serialized by an advisory lock on PostgreSQL), so running it
-    twice gives the same rows, and re-running a past window picks up late GPU samples. Daily
-    rows are sums of the hourly rows; their ``avg_utilization`` is weighted by ``samples``
-    (GPU readings behind each hour's average).
+    Idempotent: the window's hourly buckets, the touched days' daily buckets and the touched
+    months' monthly buckets are deleted and recreated in one transaction (serialized by an
+    advisory lock on PostgreSQL), so running it twice gives the same rows, and re-running a past
+    window picks up late GPU samples. Daily rows are sums of the hourly rows, monthly rows sums
+    of the daily rows (``rollup_months``); ``avg_utilization`` is weighted by ``samples`` (GPU
+    readings behind each hour's average).
     """
     now = now or timezone.now()
     current = floor_hour(now)
@@ -654,14 +659,98 @@ def rollup_usage(
             period=RollupPeriod.DAY, start__gte=first_day, start__lt=last_day + DAY
         ).delete()
         UsageRollup.objects.bulk_create(daily, batch_size=2000)
+        monthly = rollup_months(first_day, last_day + DAY)
     logger.info(
-        "rolled up %s..%s: %d hourly and %d daily rows",
+        "rolled up %s..%s: %d hourly, %d daily and %d monthly rows",
         start.isoformat(),
         end.isoformat(),
         len(hourly),
         len(daily),
+        monthly,
     )
-    return RollupResult(start, end, len(hourly), len(daily))
+    return RollupResult(start, end, len(hourly), len(daily), monthly)
+
+
+def _next_month(moment: datetime) -> datetime:
+    return moment.replace(year=moment.year + moment.month // 12, month=moment.month % 12 + 1)
+
+
+_DEC = DecimalField(max_digits=40, decimal_places=6)
+
+
+def rollup_months(start: datetime, end: datetime) -> int:
+    """Recompute the monthly rollups of every UTC month overlapping [start, end) from the daily
+    rollups; return the number of monthly rows written.
+
+    Whole months are deleted and recreated (one aggregate query, grouped in SQL), inside the
+    caller's transaction if there is one, else in its own, under the rollup lock, so running it
+    again changes nothing. ``rollup_usage`` calls it for the months it touched; call it directly
+    to backfill months whose daily rows were written some other way (e.g. before monthly
+    rollups existed): the chargeback report reads a month from monthly rows as soon as that
+    month has any, so they must be complete.
+
+    One row per month, namespace, resource, flavor and team: the sums of the daily rows, plus
+    ``covered_hours`` = Σ min(guarantee, allocated) and ``busy_hours`` = Σ min(allocated, used)
+    over the days (the per-day floors of the chargeback report). ``samples`` and
+    ``avg_utilization`` combine like hours into days: the samples-weighted mean of the days
+    that have one.
+    """
+    first = month_start(start)
+    stop = _next_month(month_start(end - timedelta(microseconds=1)))
+    with transaction.atomic():
+        _rollup_lock()
+        UsageRollup.objects.filter(
+            period=UsageRollup.MONTH, start__gte=first, start__lt=stop
+        ).delete()
+        rows = _monthly_rows(first, stop)
+        UsageRollup.objects.bulk_create(rows, batch_size=2000)
+    return len(rows)
+
+
+def _monthly_rows(first: datetime, stop: datetime) -> list[UsageRollup]:
+    with_util = Q(avg_utilization__isnull=False, samples__gt=0)
+    sums = (
+        UsageRollup.objects.filter(period=RollupPeriod.DAY, start__gte=first, start__lt=stop)
+        .order_by()
+        .annotate(month=TruncMonth("start", tzinfo=UTC))
+        .values("month", "namespace", "resource", "flavor", "team_id")
+        .annotate(
+            a=Sum("allocated_hours"),
+            p=Sum("pending_hours"),
+            u=Sum("used_hours"),
+            g=Sum("guarantee_hours"),
+            covered=Sum(Least("guarantee_hours", "allocated_hours", output_field=_DEC)),
+            busy=Sum(Least("allocated_hours", "used_hours", output_field=_DEC)),
+            util=Sum(
+                Case(
+                    When(with_util, then=F("avg_utilization") * F("samples")),
+                    default=None,
+                    output_field=FloatField(),
+                )
+            ),
+            n=Sum(Case(When(with_util, then=F("samples")), default=0), output_field=IntegerField()),
+        )
+        .order_by("month", "namespace", "resource", "flavor", "team_id")
+    )
+    return [
+        UsageRollup(
+            period=UsageRollup.MONTH,
+            start=row["month"],
+            namespace=row["namespace"],
+            resource=row["resource"],
+            flavor=row["flavor"],
+            team_id=row["team_id"],
+            allocated_hours=row["a"],
+            pending_hours=row["p"],
+            used_hours=row["u"],
+            guarantee_hours=row["g"],
+            covered_hours=row["covered"],
+            busy_hours=row["busy"],
+            avg_utilization=round(row["util"] / row["n"], 4) if row["n"] else None,
+            samples=row["n"],
+        )
+        for row in sums
+    ]
 
 
 def _daily_rows(first_day: datetime, stop: datetime) -> list[UsageRollup]:
@@ -714,8 +803,9 @@ def _daily_rows(first_day: datetime, stop: datetime) -> list[UsageRollup]:
 
 def prune_samples(now: datetime | None = None) -> dict[str, int]:
     """Delete raw samples past ``FAIRSHARE_RETENTION_RAW_DAYS`` and hourly rollups past
-    ``FAIRSHARE_RETENTION_HOURLY_DAYS``; daily rollups are kept. The newest CapacitySnapshot is
-    always kept (quota capacity checks read it). Returns deleted counts per model."""
+    ``FAIRSHARE_RETENTION_HOURLY_DAYS``; daily and monthly rollups are kept. The newest
+    CapacitySnapshot is always kept (quota capacity checks read it). Returns deleted counts per
+    model."""
     now = now or timezone.now()
     raw_cutoff = now - timedelta(days=settings.FAIRSHARE_RETENTION_RAW_DAYS)
     hourly_cutoff = now - timedelta(days=settings.FAIRSHARE_RETENTION_HOURLY_DAYS)

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -400,3 +401,226 @@ def replace_lines(report: domain.Report) -> domain.Report:
     from dataclasses import replace
 
     return replace(report, lines=(report.total,))
+
+
+# ---------------------------------------------------------------- monthly rollups
+
+SERIES = [
+    ("team-a-ml", GPU, H100),
+    ("team-a-ml", GPU, ""),
+    ("team-a-dev", "cpu", ""),
+    ("team-b-ml", GPU, H100),
+    ("team-b-ml", "memory", ""),
+    ("moving", GPU, H100),  # team-a until 04-15, team-b from 04-16
+    ("stray", GPU, H100),  # no team: unassigned
+]
+
+
+def _team_of(cast, namespace: str, start: datetime):
+    if namespace == "moving":
+        return cast.team_a if start < day(16, 4) else cast.team_b
+    return {"team-a": cast.team_a, "team-b": cast.team_b}.get(namespace[:6])
+
+
+def _days_and_edge_hours(cast, rng: random.Random) -> None:
+    """Daily rows for 2025-02-25..07-05 (over-use and over-guarantee days included) and hourly
+    rows for 03-01 and 06-30, the edge days of the offset report below."""
+
+    def amount(scale: int) -> Decimal:
+        return D(rng.randrange(0, scale * 10**6)) / 10**6
+
+    for namespace, resource, flavor in SERIES:
+        scale = 2**34 if resource == "memory" else 24
+        for d in range(131):
+            start = day(25, 2) + timedelta(days=d)
+            team = _team_of(cast, namespace, start)
+            a, u, g = amount(scale), amount(scale), amount(scale)
+            rollup(team, "day", start, resource, namespace, flavor, a, u, g)
+        for edge in (day(1, 3), day(30, 6)):
+            for h in range(24):
+                a, u, g = amount(scale // 24), amount(scale // 24), amount(scale // 24)
+                team = _team_of(cast, namespace, edge)
+                rollup(
+                    team, "hour", edge + timedelta(hours=h), resource, namespace, flavor, a, u, g
+                )
+
+
+@pytest.fixture
+def spring(cast):
+    """Rollups for March..June 2025 with rates changing inside April (GPU H100, mid-day), on a
+    day boundary inside May (cpu) and on a month boundary (memory, 06-01), and budgets."""
+    _days_and_edge_hours(cast, random.Random(3))
+    since = datetime(2025, 1, 1, tzinfo=UTC)
+    cards = [
+        (GPU, "", "2.5", since, None),
+        (GPU, H100, "3.1", since, datetime(2025, 4, 16, 13, 17, tzinfo=UTC)),
+        (GPU, H100, "4", datetime(2025, 4, 16, 13, 17, tzinfo=UTC), None),
+        ("cpu", "", "0.04", since, day(10)),
+        ("cpu", "", "0.05", day(10), None),
+        ("memory", "", "0.005", since, day(1, 6)),
+        ("memory", "", "0.006", day(1, 6), None),
+    ]
+    for resource, flavor, price, valid_from, valid_to in cards:
+        RateCard.objects.create(
+            resource=resource,
+            flavor=flavor,
+            price_per_unit_hour=D(price),
+            valid_from=valid_from,
+            valid_to=valid_to,
+        )
+    Budget.objects.create(team=cast.team_a, resource=GPU, monthly_hours=D(900))
+    Budget.objects.create(team=cast.team_b, resource="memory", monthly_hours=D(30000))
+    return cast
+
+
+GROUPINGS = [
+    ("team",),
+    ("team", "resource"),
+    ("team", "namespace", "resource", "flavor"),
+    ("cost_center", "resource"),
+    ("resource", "flavor"),
+    (),
+]
+WHOLE_MONTHS = (day(1, 3), day(1, 7))
+OFFSET = (datetime(2025, 3, 1, 6, 30, tzinfo=UTC), datetime(2025, 6, 30, 10, 15, tzinfo=UTC))
+
+
+def _figures(result: chargeback.ChargebackResult):
+    report = result.report
+    return (
+        result.rows(),
+        result.total_row(),
+        result.budget_rows(),
+        report.total.exact_cost,
+        [(u.start, u.end, u.hours) for u in report.unpriced],
+    )
+
+
+def _by_days(start, end, group_by) -> domain.Report:
+    """The pure report over the raw daily rows of [start, end) (both aligned to days)."""
+    records = [
+        domain.UsageRecord(
+            start=r.start,
+            end=r.start + timedelta(days=1),
+            team=r.team.slug if r.team else "unassigned",
+            cost_center=r.team.cost_center if r.team else "",
+            namespace=r.namespace,
+            resource=r.resource,
+            flavor=r.flavor,
+            allocated_hours=r.allocated_hours,
+            used_hours=r.used_hours,
+            guarantee_hours=r.guarantee_hours,
+        )
+        for r in UsageRollup.objects.filter(
+            period="day", start__gte=start, start__lt=end
+        ).select_related("team")
+    ]
+    rates = [
+        domain.Rate(c.resource, c.flavor, c.price_per_unit_hour, c.valid_from, c.valid_to)
+        for c in RateCard.objects.all()
+    ]
+    budgets = [
+        domain.Budget(b.team.slug, b.resource, a, z, b.monthly_hours)
+        for b in Budget.objects.select_related("team")
+        for a, z in chargeback._months(start, end)
+    ]
+    return domain.report(
+        records,
+        rates,
+        start=start,
+        end=end,
+        group_by=group_by,
+        budgets=budgets if "team" in group_by else [],
+    )
+
+
+@pytest.mark.parametrize("group_by", GROUPINGS)
+def test_whole_months_from_monthly_rollups_give_exactly_the_daily_figures(spring, group_by):
+    from monitoring.services import rollup_months
+
+    start, end = WHOLE_MONTHS
+    from_days = chargeback.build_report(start=start, end=end, group_by=group_by)
+    assert domain.to_rows(from_days.report) == domain.to_rows(_by_days(start, end, group_by))
+
+    assert rollup_months(start, end) > 0
+    with CaptureQueriesContext(connection) as queries:
+        from_months = chargeback.build_report(start=start, end=end, group_by=group_by)
+
+    assert any("'month'" in q["sql"] for q in queries.captured_queries)
+    assert len(from_months.rows()) > 0
+    assert _figures(from_months) == _figures(from_days)
+    assert [line.budgets for line in from_months.report.lines] == [
+        line.budgets for line in from_days.report.lines
+    ]
+
+
+@pytest.mark.parametrize("group_by", [("team", "resource"), ("resource", "flavor")])
+def test_an_offset_period_reads_months_days_and_hours_with_the_same_figures(spring, group_by):
+    from monitoring.services import rollup_months
+
+    start, end = OFFSET  # 03-01 06:30 .. 06-30 10:15: hours, days, April + May, days, hours
+    from_days = chargeback.build_report(start=start, end=end, group_by=group_by)
+    rollup_months(*WHOLE_MONTHS)
+    from_months = chargeback.build_report(start=start, end=end, group_by=group_by)
+
+    assert _figures(from_months) == _figures(from_days)
+
+
+def test_a_lead_sees_the_same_rows_from_months_and_the_moved_namespace_stays_split(
+    spring, client_as
+):
+    from monitoring.services import rollup_months
+
+    params = {"start": "2025-03-01", "end": "2025-07-01", "group_by": "team,namespace,resource"}
+    before = client_as("lead").get(URL, params).json()
+    rollup_months(*WHOLE_MONTHS)
+    after = client_as("lead").get(URL, params).json()
+
+    assert after == before
+    assert {(r["team"], r["namespace"]) for r in after["rows"]} == {
+        ("team-a", "team-a-ml"),
+        ("team-a", "team-a-dev"),
+        ("team-a", "moving"),  # 03-01..04-15 only: April's month row per team
+    }
+
+
+def test_a_month_with_a_rate_change_inside_is_read_from_its_days(spring):
+    """Month rule: for GPUs April has a rate change inside (read from days), May does not; for
+    cpu May has one (days), April does not; memory changes on 06-01, a month boundary."""
+    from monitoring.services import rollup_months
+
+    start, end = WHOLE_MONTHS
+    rollup_months(start, end)
+    reference = _figures(chargeback.build_report(start=start, end=end, group_by=("resource",)))
+
+    def tamper(month: int, resource: str) -> bool:
+        """Change the monthly rows of a month and resource: does the report notice?"""
+        rows = UsageRollup.objects.filter(period="month", start=day(1, month), resource=resource)
+        assert rows.update(allocated_hours=F("allocated_hours") + 1) > 0
+        changed = _figures(chargeback.build_report(start=start, end=end, group_by=("resource",)))
+        rows.update(allocated_hours=F("allocated_hours") - 1)
+        return changed != reference
+
+    assert not tamper(4, GPU)  # April GPUs: a rate change inside → days
+    assert tamper(5, GPU)  # May GPUs: monthly rows
+    assert not tamper(5, "cpu")  # cpu price changes on 05-10 → days
+    assert tamper(4, "cpu")
+    assert tamper(5, "memory") and tamper(6, "memory")  # the 06-01 change is a boundary
+
+
+def test_a_month_without_monthly_rollups_is_read_from_its_days(spring):
+    from monitoring.services import rollup_months
+
+    start, end = WHOLE_MONTHS
+    from_days = _figures(chargeback.build_report(start=start, end=end, group_by=("team",)))
+    rollup_months(day(1, 4), day(1, 5))  # April only (e.g. before a backfill)
+    stale = {"allocated_hours": F("allocated_hours") + 1}  # on purpose, to see them read
+    UsageRollup.objects.filter(period="month").update(**stale)
+
+    from_april_months = chargeback.build_report(start=start, end=end, group_by=("team",))
+
+    assert _figures(from_april_months) != from_days  # April came from the (tampered) months
+    rollup_months(*WHOLE_MONTHS)
+    assert _figures(chargeback.build_report(start=start, end=end, group_by=("team",))) == (
+        from_days
+    )

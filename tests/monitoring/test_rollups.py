@@ -221,3 +221,189 @@ def test_the_rollup_task_takes_iso_times_and_prunes(samples):
         "capacity_snapshots",
         "hourly_rollups",
     }
+
+
+# --------------------------------------------------------------------------- monthly rollups
+
+
+def month_rows():
+    return sorted(
+        (
+            r.start,
+            r.namespace,
+            r.resource,
+            r.flavor,
+            r.team_id,
+            r.allocated_hours,
+            r.pending_hours,
+            r.used_hours,
+            r.guarantee_hours,
+            r.covered_hours,
+            r.busy_hours,
+            r.avg_utilization,
+            r.samples,
+        )
+        for r in UsageRollup.objects.filter(period="month")
+    )
+
+
+def test_rollup_usage_also_writes_the_month_of_the_days_it_touched(samples):
+    result = services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+
+    assert result.monthly == 3
+    a, b = samples.team_a.pk, samples.team_b.pk
+    may = at(0)  # 2025-05-01: the month and its first day start together
+    # One day so far: the month is that day, plus the per-day floors min(G, A) and min(A, U).
+    assert month_rows() == [
+        (may, "team-a-ml", GPU, "", a, D(0), D(1), D(0), D(40), D(0), D(0), None, 0),
+        (may, "team-a-ml", GPU, H100, a, D("9.5"), D(0), D("0.316667"), D(0), D(0),
+         D("0.316667"), 31.6667, 4),
+        (may, "team-b-ml", GPU, "", b, D(0), D(0), D(0), D(60), D(0), D(0), None, 0),
+    ]  # fmt: skip
+
+
+def _random_days(cast, rng):
+    """Daily rows for 2025-04-20..06-10: several namespaces, a namespace that moves from
+    team-a to team-b on 05-16, an unassigned one, utilization on some days."""
+    series = [
+        ("team-a-ml", GPU, H100),
+        ("team-a-ml", "cpu", ""),
+        ("team-b-ml", GPU, ""),
+        ("moving", GPU, H100),
+        ("stray", "memory", ""),
+    ]
+    first = datetime(2025, 4, 20, tzinfo=UTC)
+    for d in range(52):
+        start = first + timedelta(days=d)
+        for namespace, resource, flavor in series:
+            team = {"team-a-ml": cast.team_a, "team-b-ml": cast.team_b, "stray": None}.get(
+                namespace, cast.team_a if start < datetime(2025, 5, 16, tzinfo=UTC) else cast.team_b
+            )
+            util = rng.random() < 0.5
+            UsageRollup.objects.create(
+                period="day",
+                start=start,
+                team=team,
+                namespace=namespace,
+                resource=resource,
+                flavor=flavor,
+                allocated_hours=D(rng.randrange(0, 48_000_000)) / 10**6,
+                pending_hours=D(rng.randrange(0, 5_000_000)) / 10**6,
+                used_hours=D(rng.randrange(0, 48_000_000)) / 10**6,
+                guarantee_hours=D(rng.randrange(0, 48_000_000)) / 10**6,
+                avg_utilization=round(rng.uniform(0, 100), 4) if util else None,
+                samples=rng.randrange(1, 500) if util else 0,
+            )
+
+
+def _expected_months():
+    """Monthly rows computed here from the daily ones, the straightforward way."""
+    sums = {}
+    for r in UsageRollup.objects.filter(period="day"):
+        key = (r.start.replace(day=1), r.namespace, r.resource, r.flavor, r.team_id)
+        s = sums.setdefault(key, [D(0)] * 6 + [0.0, 0])
+        for i, value in enumerate(
+            (
+                r.allocated_hours,
+                r.pending_hours,
+                r.used_hours,
+                r.guarantee_hours,
+                min(r.guarantee_hours, r.allocated_hours),
+                min(r.allocated_hours, r.used_hours),
+            )
+        ):
+            s[i] += value
+        if r.avg_utilization is not None and r.samples:
+            s[6] += r.avg_utilization * r.samples
+            s[7] += r.samples
+    return sorted(
+        (*key, *s[:6], round(s[6] / s[7], 4) if s[7] else None, s[7]) for key, s in sums.items()
+    )
+
+
+def test_monthly_buckets_are_the_sums_of_their_days_per_team(cast):
+    import random
+
+    _random_days(cast, random.Random(11))
+
+    written = services.rollup_months(
+        datetime(2025, 4, 30, tzinfo=UTC), datetime(2025, 6, 2, tzinfo=UTC)
+    )
+
+    expected = _expected_months()
+    assert written == len(expected) == 3 * 5 + 1  # April, May (+1: "moving" changed team), June
+    ours = month_rows()
+    assert [r[:11] for r in ours] == [r[:11] for r in expected]  # exact Decimal sums
+    for mine, theirs in zip(ours, expected, strict=True):
+        assert mine[11] == pytest.approx(theirs[11], abs=1e-4)  # float mean of the days
+        assert mine[12] == theirs[12]
+    moving = [r for r in ours if r[1] == "moving" and r[0].month == 5]
+    assert [r[4] for r in moving] == sorted([cast.team_a.pk, cast.team_b.pk])
+
+
+def test_recomputing_months_changes_nothing_and_only_touches_their_months(cast):
+    import random
+
+    _random_days(cast, random.Random(5))
+    services.rollup_months(datetime(2025, 4, 1, tzinfo=UTC), datetime(2025, 7, 1, tzinfo=UTC))
+    first = month_rows()
+
+    assert services.rollup_months(at(3), at(4)) == 6  # May only ("moving": 2 teams), the same
+    assert month_rows() == first
+    assert UsageRollup.objects.filter(period="month").count() == len(first)
+
+    # A day changes (a late sample): re-running its month follows, the other months stay.
+    day = UsageRollup.objects.get(period="day", start=at(0, 0).replace(day=20), namespace="stray")
+    day.allocated_hours += 1
+    day.save()
+    services.rollup_months(at(0), at(1))
+    after = month_rows()
+    changed = [(a, b) for a, b in zip(first, after, strict=True) if a != b]
+    assert [(b[0], b[1], b[5] - a[5]) for a, b in changed] == [(at(0), "stray", D(1))]
+
+
+def test_running_the_rollup_twice_keeps_the_same_months(samples):
+    services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+    first = (month_rows(), UsageRollup.objects.count())
+
+    services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+
+    assert (month_rows(), UsageRollup.objects.count()) == first
+
+
+def test_a_window_across_months_rolls_up_both_months(cast, intervals):
+    end_of_april = datetime(2025, 4, 30, 23, 0, tzinfo=UTC)
+    usage(cast.team_a, end_of_april, 4)
+    usage(cast.team_a, end_of_april + timedelta(minutes=30), 4)
+    usage(cast.team_a, end_of_april + timedelta(minutes=60), 2)
+
+    hours = timedelta(hours=1)
+    result = services.rollup_usage(
+        start=end_of_april, end=end_of_april + 2 * hours, now=end_of_april + 3 * hours
+    )
+
+    # April: 4 GPUs × 1 h; May: 2 GPUs held for the 60 min cap.
+    starts = {(r[0], r[5]) for r in month_rows() if r[3] == H100}
+    assert starts == {(datetime(2025, 4, 1, tzinfo=UTC), D(4)), (at(0), D(2))}
+    assert result.monthly == len(month_rows())
+
+
+def test_prune_keeps_monthly_rollups(cast):
+    old = at(0) - timedelta(days=800)
+    UsageRollup.objects.create(period="month", start=old, namespace="x", resource=GPU)
+
+    services.prune_samples(at(12))
+
+    assert UsageRollup.objects.filter(period="month").count() == 1
+
+
+def test_a_month_bucket_is_unique_per_team(cast):
+    from django.db import IntegrityError, transaction
+
+    fields = {"period": "month", "start": at(0), "namespace": "x", "resource": GPU}
+    UsageRollup.objects.create(team=cast.team_a, **fields)
+    UsageRollup.objects.create(team=cast.team_b, **fields)  # another team: its own bucket
+    UsageRollup.objects.create(team=None, **fields)
+    for team in (cast.team_a, None):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            UsageRollup.objects.create(team=team, **fields)

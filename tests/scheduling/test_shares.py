@@ -180,10 +180,13 @@ def test_it_writes_nothing_without_capacity():
 
 @pytest.mark.django_db
 def test_it_scales_guarantees_that_no_longer_fit_a_shrunken_cluster(cast):
-    capacity({GPU: 40}, at=NOW + timedelta(minutes=1))
+    # Newer than the cast's own capacity record, which is taken at the real "now" (later than
+    # the module's NOW when the whole suite runs).
+    later = cast.capacity.taken_at + timedelta(minutes=1)
+    capacity({GPU: 40}, at=later)
 
     problem = build_problem()
-    rows = snapshots(compute_shares(now=NOW + timedelta(minutes=2)))
+    rows = snapshots(compute_shares(now=later + timedelta(minutes=1)))
 
     assert problem.notes == [
         "Guarantees of nvidia.com/gpu total 50, over the 40 capacity: scaled down by 0.800 "
