@@ -129,7 +129,7 @@ class UsageRollup(models.Model):
     used)), which cannot be recovered from the sums; both are null on hourly and daily rows.
     """
 
-    MONTH = "month"  # monitoring.choices.RollupPeriod has HOUR and DAY
+    MONTH = "month"  # = monitoring.choices.RollupPeriod.MONTH
 
     period = models.CharField(
         max_length=8, choices=[("hour", "Hourly"), ("day", "Daily"), (MONTH, "Monthly")]
