@@ -491,6 +491,9 @@ def main() -> None:
     seed_file = ROOT / "var" / "bench-load-seed.json"
     if args.skip_seed and seed_file.exists():
         django_setup(redis_url)
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)  # the seeded database may predate a migration
         data = json.loads(seed_file.read_text())
         seeded = Seed(**data)
     else:
