@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -40,6 +38,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.common import create_database, free_port, pct, start_gunicorn  # noqa: E402
+
 DB = "fairshare_bench_api"  # its own: other benchmarks fill fairshare_bench
 os.environ.setdefault("DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DB}")
 os.environ.setdefault("SECRET_KEY", "bench-not-secret")
@@ -66,14 +66,6 @@ CASES = {
     "chargeback year (2025, by team)": "/api/v1/chargeback/?start=2025-01-01&end=2026-01-01",
     "list usage-rollups page 1 (50)": "/api/v1/usage-rollups/?period=day&team=team-0500",
 }
-
-
-def create_database() -> None:
-    subprocess.run(
-        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c", f"CREATE DATABASE {DB}"],
-        capture_output=True,
-        check=False,  # already there is fine
-    )
 
 
 def populate(teams: int, monthly: bool = True) -> None:
@@ -182,40 +174,6 @@ def token_for(username: str) -> str:
     return issue_token(owner=user, name="bench").raw
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_gunicorn(port: int) -> subprocess.Popen:
-    env = dict(os.environ, ALLOWED_HOSTS="127.0.0.1,localhost", FAIRSHARE_LOG_LEVEL="WARNING")
-    process = subprocess.Popen(
-        [
-            str(ROOT / ".venv" / "bin" / "gunicorn"),
-            "config.wsgi",
-            "--workers",
-            "2",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--timeout",
-            "120",
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-    )
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
-            return process
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit("gunicorn did not start")
-
-
 def timed(url: str, token: str, n: int) -> list[float]:
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     times = []
@@ -228,11 +186,6 @@ def timed(url: str, token: str, n: int) -> list[float]:
             assert response.status == 200, (response.status, body[:200])
         times.append(time.perf_counter() - started)
     return times
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def query_counts() -> dict[str, tuple[int, int]]:
@@ -268,7 +221,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    create_database()
+    create_database(DB)
     import django
 
     django.setup()

@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.error
@@ -36,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.common import create_database, free_port, pct, start_gunicorn  # noqa: E402
+
 DB = "fairshare_bench_web"
 os.environ.setdefault("DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DB}")
 os.environ.setdefault("SECRET_KEY", "bench-not-secret")
@@ -50,14 +50,6 @@ PAGES = {
     "sync runs": ("/sync/", ("bench-admin", "bench-lead")),
     "sync run (16k items)": ("/sync/{run}/", ("bench-admin", "bench-lead")),
 }
-
-
-def create_database() -> None:
-    subprocess.run(
-        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c", f"CREATE DATABASE {DB}"],
-        capture_output=True,
-        check=False,  # already there is fine
-    )
 
 
 def populate(teams: int, namespaces: int) -> None:
@@ -225,40 +217,6 @@ def session_cookie(username: str) -> str:
     return f"sessionid={client.cookies['sessionid'].value}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_gunicorn(port: int) -> subprocess.Popen:
-    env = dict(os.environ, ALLOWED_HOSTS="127.0.0.1,localhost", FAIRSHARE_LOG_LEVEL="WARNING")
-    process = subprocess.Popen(
-        [
-            str(ROOT / ".venv" / "bin" / "gunicorn"),
-            "config.wsgi",
-            "--workers",
-            "2",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--timeout",
-            "120",
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env=env,
-        start_new_session=True,
-    )
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
-            return process
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit("gunicorn did not start")
-
-
 def timed(url: str, cookie: str, n: int) -> tuple[list[float], int]:
     request = urllib.request.Request(url, headers={"Cookie": cookie})
     size = 0
@@ -274,11 +232,6 @@ def timed(url: str, cookie: str, n: int) -> tuple[list[float], int]:
         times.append(time.perf_counter() - started)
         size = len(body)
     return times, size
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def query_counts(run_id: int) -> dict[tuple[str, str], int]:
@@ -308,7 +261,7 @@ def main() -> None:
     parser.add_argument("--skip-setup", action="store_true")
     args = parser.parse_args()
 
-    create_database()
+    create_database(DB)
     import django
 
     django.setup()
