@@ -94,7 +94,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import chain, compress, repeat
-from operator import add, and_, ge, gt, is_, is_not, itemgetter, le, mul, setitem, sub, truediv
+from operator import (
+    add,
+    and_,
+    attrgetter,
+    ge,
+    gt,
+    is_,
+    is_not,
+    itemgetter,
+    le,
+    mul,
+    neg,
+    or_,
+    setitem,
+    sub,
+    truediv,
+)
 from typing import Any, TextIO
 
 __all__ = [
@@ -117,6 +133,8 @@ SATURATED_PREFIX = "saturated:"
 _EPS = 1e-9
 # Weight of a parent's own demand when it competes with the parent's children.
 _OWN_DEMAND_WEIGHT = 1.0
+# Tenants per chunk of the final share computation (its temporaries stay in cache).
+_CHUNK = 2048
 # Placeholder vector (allocations not computed yet).
 _NO_SLOPE: list[float] = []
 
@@ -267,15 +285,42 @@ def _solve(problem: _Problem) -> dict[str, Allocation]:
     # Dividing by +inf ignores zero-capacity resources, as dominant_share() does.
     divisor = [c if c > 0.0 else math.inf for c in total_cap]
     if resources:
-        per_resource = list(map(list, map(map, repeat(truediv), allocated, repeat(divisor))))
-        shares = list(map(max, per_resource))
-        # index() finds the first maximum: resources are sorted, so ties go by name.
-        first = map(resources.__getitem__, map(list.index, per_resource, shares))
+        # In chunks, so that the quotient lists of one chunk are freed and their memory reused
+        # by the next while it is still in cache (faster than one list per tenant at once).
+        shares, first = [], []
+        for start in range(0, n, _CHUNK):
+            chunk = allocated[start : start + _CHUNK]
+            per_resource = list(map(list, map(map, repeat(truediv), chunk, repeat(divisor))))
+            chunk_shares = list(map(max, per_resource))
+            shares += chunk_shares
+            # index() finds the first maximum: resources are sorted, so ties go by name.
+            first += map(resources.__getitem__, map(list.index, per_resource, chunk_shares))
         dominant = [r if share > 0.0 else "" for r, share in zip(first, shares, strict=True)]
     else:
         shares, dominant = [0.0] * n, [""] * n
-    amounts = map(dict, map(zip, repeat(resources), allocated))
-    return dict(zip(names, map(Allocation, amounts, shares, dominant, why), strict=True))
+    amounts = [dict(zip(resources, row, strict=True)) for row in allocated]
+    return dict(zip(names, _allocations(amounts, shares, dominant, why), strict=True))
+
+
+def _allocations(
+    amounts: list[dict[str, float]], shares: list[float], dominant: list[str], why: list[str]
+) -> list[Allocation]:
+    """``list(map(Allocation, amounts, shares, dominant, why))``, without the per-object call.
+
+    The frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; the
+    objects are created bare and their slots filled column-wise through the slot descriptors
+    instead (about half the time). ``Allocation`` has no ``__post_init__``: the result is the same.
+    """
+    objects = list(map(object.__new__, repeat(Allocation, len(amounts))))
+    for slot, values in zip(_ALLOCATION_SLOTS, (amounts, shares, dominant, why), strict=True):
+        deque(map(slot, objects, values), maxlen=0)
+    return objects
+
+
+_ALLOCATION_SLOTS = tuple(
+    getattr(Allocation, name).__set__
+    for name in ("resources", "dominant_share", "dominant_resource", "reason")
+)
 
 
 # ---------------------------------------------------------------- filling
@@ -526,25 +571,30 @@ def _fill(
         if bp_at < cap_at:
             at = bp_at
             if at <= bound:
-                _, i, r = breakpoints[k_bp]
-                k_bp += 1
-                if reason[i] is not None:
-                    continue
-                now = at
-                act = drawing[i]
-                if saturated[r]:
-                    frozen_slopes.append(act)
-                    frozen_amounts.append([x * at for x in act])
-                    level[i] = at
-                    reason[i] = SATURATED_PREFIX + resources[r]
-                    growing -= 1
-                    continue
-                a = act[r] = slopes[r][i]
-                const[r] -= floors[i][r]
-                slope[r] += a
-                sat = (cap[r] - const[r]) / slope[r]
-                if sat < bound:
-                    bound = sat
+                # Breakpoints before the next cap level and within the bound (which they only
+                # lower), one after another: no cap level lies in between, so no batch is due.
+                while at < cap_at and at <= bound:
+                    _, i, r = breakpoints[k_bp]
+                    k_bp += 1
+                    if reason[i] is None:
+                        now = at
+                        act = drawing[i]
+                        if saturated[r]:
+                            frozen_slopes.append(act)
+                            frozen_amounts.append([x * at for x in act])
+                            level[i] = at
+                            reason[i] = SATURATED_PREFIX + resources[r]
+                            growing -= 1
+                            if not growing:
+                                break
+                        else:
+                            a = act[r] = slopes[r][i]
+                            const[r] -= floors[i][r]
+                            slope[r] += a
+                            sat = (cap[r] - const[r]) / slope[r]
+                            if sat < bound:
+                                bound = sat
+                    at = breakpoints[k_bp][0]
                 continue
         else:
             at = cap_at
@@ -696,10 +746,14 @@ def _round_integral(
                 near = compress(
                     eligible, map(and_, map(ge, xs, repeat(lo)), map(le, xs, repeat(hi)))
                 )
-                near = sorted(near, key=lambda i: -round(remainders[i], 9))
-                eligible = sure + near[: extra - len(sure)]
-            for i in eligible:
-                bases[i] += 1
+                near = list(near)
+                # Sort positions in ``near`` by key (stable: ties keep index order).
+                keys = list(map(neg, map(round, map(remainders.__getitem__, near), repeat(9))))
+                order = sorted(range(len(near)), key=keys.__getitem__)
+                eligible = sure + list(map(near.__getitem__, order[: extra - len(sure)]))
+            # Each member once: one more unit each.
+            bumped = map(add, map(bases.__getitem__, eligible), repeat(1))
+            deque(map(setitem, repeat(bases), eligible, bumped), maxlen=0)
         elif extra < 0:
             # Snapping up pushed the sum over the target: undo the smallest snaps first.
             for i in sorted(range(len(values)), key=lambda i: values[i] - bases[i])[:-extra]:
@@ -794,7 +848,7 @@ def _pack(
     (or anything unexpected is met), so that the per-tenant loop raises the precise error.
     """
     try:
-        weights = [t.weight for t in ordered]
+        weights = list(map(attrgetter("weight"), ordered))
         types = set(map(type, weights))
         if not types <= _PLAIN_NUMBERS or not all(map(math.isfinite, weights)):
             return None
@@ -809,12 +863,15 @@ def _pack(
         ints = _plain_amounts(raw, known)
         if ints is None:
             return None
-        demands = [list(map(d.get, resources, zeros)) for d in raw]
+        # ``defaults | d`` keeps the keys of ``defaults`` in their (sorted) order, with the values
+        # of ``d`` where it has them: the vector, built in C (every key of ``d`` is known).
+        defaults = dict.fromkeys(resources, 0.0)
+        demands = list(map(list, map(dict.values, map(or_, repeat(defaults), raw))))
         if ints:
             demands = [list(map(float, d)) for d in demands]
 
         guarantees = [zeros] * len(ordered)
-        some = [i for i, t in enumerate(ordered) if t.guarantee]
+        some = list(compress(range(len(ordered)), map(attrgetter("guarantee"), ordered)))
         if some:
             raw = [ordered[i].guarantee for i in some]
             ints = _plain_amounts(raw, known)
@@ -825,7 +882,8 @@ def _pack(
                 guarantees[i] = list(map(float, vec)) if ints else vec
 
         limits: list[list[float] | None] = [None] * len(ordered)
-        some = [i for i, t in enumerate(ordered) if t.limit is not None]
+        limited = map(is_not, map(attrgetter("limit"), ordered), repeat(None))
+        some = list(compress(range(len(ordered)), limited))
         if some:
             raw = [ordered[i].limit for i in some]
             ints = _plain_amounts(raw, known)
@@ -871,7 +929,11 @@ def _validate(
         integral_idx.append(index[resource])
 
     tenants = tenants if type(tenants) is list else list(tenants)
-    given = [t.name for t in tenants] if all(map(isinstance, tenants, repeat(Tenant))) else None
+    given = (
+        list(map(attrgetter("name"), tenants))
+        if all(map(isinstance, tenants, repeat(Tenant)))
+        else None
+    )
     if (
         given is not None
         and set(map(type, given)) <= {str}
@@ -891,17 +953,20 @@ def _validate(
             by_name[tenant.name] = tenant
     names = sorted(by_name)
     ordered = list(map(by_name.__getitem__, names))
-    position = {name: i for i, name in enumerate(names)}
     n = len(names)
+    position = dict(zip(names, range(n), strict=True))
     zeros = [0.0] * len(resources)  # shared: vectors are never changed in place
 
     packed = _pack(ordered, resources, index, zeros)
     parents: list[int | None] | None = None
     if packed is not None:
         weight, own_demand, own_guarantee, limit = packed
-        raw_parents = [t.parent for t in ordered]
+        raw_parents = list(map(attrgetter("parent"), ordered))
         try:
-            parents = [None if p is None else position[p] for p in raw_parents]
+            if all(map(is_, raw_parents, repeat(None))):
+                parents = raw_parents
+            else:
+                parents = [None if p is None else position[p] for p in raw_parents]
         except (KeyError, TypeError):
             parents = None
     if parents is None:
@@ -994,7 +1059,7 @@ def _validate(
                         f"({_fmt(kids_guarantee[r])}) exceed its limit ({_fmt(lim[r])})"
                     )
 
-    guaranteed = [i for i, g in enumerate(guarantee) if g is not zeros]
+    guaranteed = list(compress(range(n), map(is_not, guarantee, repeat(zeros))))
     roots = children[None]
     if len(roots) != n:
         guaranteed = [i for i in guaranteed if parents[i] is None]
