@@ -312,6 +312,7 @@ FAIRSHARE_BUDGET_THRESHOLDS = [
 
 # ----------------------------------------------------------------------------- Notifications
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))  # for the file backend
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fairshare@localhost")
 FAIRSHARE_BASE_URL = env_str("FAIRSHARE_BASE_URL", "")  # for links in notifications
 FAIRSHARE_WEBHOOK_URL = env_secret("FAIRSHARE_WEBHOOK_URL", "") or ""
@@ -337,3 +338,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu warns "No hostname was supplied" on every publish; the embedded transport has none.
+    LOGGING["loggers"]["kombu.connection"] = {"level": "ERROR"}

@@ -9,6 +9,9 @@ export FAIRSHARE_DEBUG=${FAIRSHARE_DEBUG:-true}
 export FAIRSHARE_SECURE_COOKIES=${FAIRSHARE_SECURE_COOKIES:-false}
 export FAIRSHARE_VAR_DIR=${FAIRSHARE_VAR_DIR:-$PWD/var}
 PORT=${PORT:-8000}
+# Notification emails go to files (one per message) instead of flooding this terminal.
+export EMAIL_BACKEND=${EMAIL_BACKEND:-django.core.mail.backends.filebased.EmailBackend}
+export EMAIL_FILE_PATH=${EMAIL_FILE_PATH:-$FAIRSHARE_VAR_DIR/mail}
 mkdir -p "$FAIRSHARE_VAR_DIR"
 if [ -z "${SECRET_KEY:-}" ] && [ -z "${SECRET_KEY_FILE:-}" ]; then
   [ -f "$FAIRSHARE_VAR_DIR/secret_key" ] || .venv/bin/python -c \
@@ -44,7 +47,8 @@ for _ in $(seq 1 50); do
 done
 cat <<MSG
 
-Fairshare is running at http://127.0.0.1:$PORT/  (logs in $FAIRSHARE_VAR_DIR/*.log)
+Fairshare is running at http://127.0.0.1:$PORT/  (logs in $FAIRSHARE_VAR_DIR/*.log,
+notification emails in $EMAIL_FILE_PATH/)
 Sign in with one of the demo logins above, e.g. rita / rita-demo-pass (lead of research-team)
 or admin / admin-demo-pass (site admin). Press Ctrl-C to stop.
 MSG
