@@ -88,30 +88,20 @@ import gc
 import json
 import math
 import sys
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import chain, compress, repeat
 from operator import (
-    add,
-    and_,
     attrgetter,
-    ge,
-    gt,
     is_,
     is_not,
-    itemgetter,
-    le,
-    mul,
-    neg,
     or_,
-    setitem,
-    sub,
-    truediv,
 )
 from typing import Any, TextIO
+
+import numpy as np
 
 __all__ = [
     "REASON_DEMAND_MET",
@@ -196,13 +186,13 @@ class _Problem:
     capacity: list[float]
     integral: list[int]
     names: list[str]  # sorted tenant names
-    weight: list[float]
-    demand: list[list[float]]  # effective (own + children's)
-    own_demand: list[list[float]]
-    floor: list[list[float]]  # effective guarantee, up to the effective demand
-    limit: list[list[float] | None]
-    children: dict[int | None, list[int]]  # sorted; key None holds the roots
-    zeros: list[float]  # the floor of tenants without one (shared, never changed)
+    weight: np.ndarray  # (n,)
+    demand: np.ndarray  # (n, R), effective (own + children's)
+    own_demand: np.ndarray  # (n, R)
+    floor: np.ndarray  # (n, R), effective guarantee, up to the effective demand
+    limit: np.ndarray  # (n, R), inf where none
+    parent: np.ndarray  # (n,), -1 for the roots
+    depth: np.ndarray  # (n,), 0 for the roots
 
 
 def solve(
@@ -237,69 +227,82 @@ def solve(
 
 
 def _solve(problem: _Problem) -> dict[str, Allocation]:
-    """Fill the groups of ``problem`` top-down and build the allocations (see :func:`solve`)."""
-    resources = problem.resources
-    total_cap = problem.capacity
-    names = problem.names
-    children = problem.children
-    demand, weight, floor, limit = problem.demand, problem.weight, problem.floor, problem.limit
-    n = len(names)
-    zeros = problem.zeros
-    allocated: list[Sequence[float]] = [_NO_SLOPE] * n
-    why: list[str] = [REASON_DEMAND_MET] * n
-    pending: list[tuple[int | None, list[float]]] = [(None, total_cap)]
-    while pending:
-        parent, group_cap = pending.pop()
-        members = children[parent]
-        if parent is not None and any(problem.own_demand[parent]):
-            # The parent's own demand competes as an implicit member under the parent's name
-            # (see module docstring); numbers follow names, so index order breaks ties.
-            members = sorted([*members, parent])
-            demands = [problem.own_demand[i] if i == parent else demand[i] for i in members]
-            weights = [_OWN_DEMAND_WEIGHT if i == parent else weight[i] for i in members]
-            floors = [zeros if i == parent else floor[i] for i in members]
-            limits = [None if i == parent else limit[i] for i in members]
-        elif len(members) == n:  # every tenant is a root: members are 0 .. n - 1
-            parent = None
-            demands, weights, floors, limits = demand, weight, floor, limit
-        else:
-            parent = None
-            demands = list(map(demand.__getitem__, members))
-            weights = list(map(weight.__getitem__, members))
-            floors = list(map(floor.__getitem__, members))
-            limits = list(map(limit.__getitem__, members))
-        allocs, reasons, targets = _fill(
-            group_cap, resources, demands, weights, floors, limits, zeros
-        )
-        if problem.integral:
-            _round_integral(group_cap, problem.integral, targets, allocs)
-        rows = list(zip(*allocs, strict=True)) if allocs else [()] * len(members)
-        if parent is not None:  # drop the parent's own demand: its allocation is already set
-            k = members.index(parent)
-            del members[k], rows[k], reasons[k]
-        deque(map(setitem, repeat(allocated), members, rows), maxlen=0)
-        deque(map(setitem, repeat(why), members, reasons), maxlen=0)
-        if len(children) > 1:
-            pending.extend((i, list(allocated[i])) for i in filter(children.__contains__, members))
+    """Fill the groups of ``problem`` top-down, depth by depth, and build the allocations.
 
-    # Dividing by +inf ignores zero-capacity resources, as dominant_share() does.
-    divisor = [c if c > 0.0 else math.inf for c in total_cap]
-    if resources:
-        # In chunks, so that the quotient lists of one chunk are freed and their memory reused
-        # by the next while it is still in cache (faster than one list per tenant at once).
-        shares, first = [], []
-        for start in range(0, n, _CHUNK):
-            chunk = allocated[start : start + _CHUNK]
-            per_resource = list(map(list, map(map, repeat(truediv), chunk, repeat(divisor))))
-            chunk_shares = list(map(max, per_resource))
-            shares += chunk_shares
-            # index() finds the first maximum: resources are sorted, so ties go by name.
-            first += map(resources.__getitem__, map(list.index, per_resource, chunk_shares))
-        dominant = [r if share > 0.0 else "" for r, share in zip(first, shares, strict=True)]
+    All sibling groups of one depth are filled in one batch (:func:`_fill` keeps them apart):
+    the roots first, then the children of every root at once against their parents' rounded
+    allocations, and so on. A parent with its own demand takes part in its children's group as
+    an implicit member (see the module docstring) whose result is dropped.
+    """
+    resources = problem.resources
+    names = problem.names
+    n, n_res = len(names), len(resources)
+    if n == 0:
+        return {}
+    demand, weight, floor, limit = problem.demand, problem.weight, problem.floor, problem.limit
+    own, parent, depth = problem.own_demand, problem.parent, problem.depth
+    has_own = own.any(axis=1)
+    total = np.array(problem.capacity, dtype=float)
+    allocated = np.zeros((n, n_res))
+    code = np.zeros(n, dtype=np.intp)
+    for level in range(int(depth.max()) + 1):
+        src = np.flatnonzero(depth == level)
+        if level == 0:
+            starts = np.zeros(1, dtype=np.intp)
+            group = np.zeros(len(src), dtype=np.intp)
+            group_cap = total[None, :]
+            implicit = None
+        else:
+            # Groups of siblings, by parent; a parent's own demand is a member of its group.
+            up = parent[src]
+            extra = np.unique(up)
+            extra = extra[has_own[extra]]
+            keys = np.concatenate((up, extra))
+            rows = np.concatenate((src, extra))
+            order = np.lexsort((rows, keys))  # numbers follow names: row order = name order
+            src, keys = rows[order], keys[order]
+            implicit = np.concatenate(
+                (np.zeros(len(up), dtype=bool), np.ones(len(extra), dtype=bool))
+            )[order]
+            starts = _segments(keys)
+            group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(src))))
+            group_cap = allocated[keys[starts]]
+        b_demand, b_weight, b_floor, b_limit = demand[src], weight[src], floor[src], limit[src]
+        if implicit is not None and implicit.any():
+            b_demand[implicit] = own[src[implicit]]
+            b_weight[implicit] = _OWN_DEMAND_WEIGHT
+            b_floor[implicit] = 0.0
+            b_limit[implicit] = np.inf
+        x, why, targets = _fill(group_cap, group, starts, b_demand, b_weight, b_floor, b_limit)
+        if problem.integral:
+            _round_integral(group_cap, group, starts, problem.integral, targets, x)
+        if implicit is not None and implicit.any():
+            keep = ~implicit
+            src, x, why = src[keep], x[keep], why[keep]
+        allocated[src] = x
+        code[src] = why
+
+    reasons = [REASON_DEMAND_MET, REASON_LIMIT, *(SATURATED_PREFIX + r for r in resources)]
+    why = list(map(reasons.__getitem__, code.tolist()))
+    if n_res:
+        # Dividing by +inf ignores zero-capacity resources, as dominant_share() does; argmax
+        # finds the first maximum, and resources are sorted: ties go by name.
+        quotients = allocated / np.where(total > 0.0, total, np.inf)
+        share = quotients.max(axis=1)
+        first = quotients.argmax(axis=1)
+        shares = share.tolist()
+        dominant = [
+            resources[r] if s > 0.0 else "" for r, s in zip(first.tolist(), shares, strict=True)
+        ]
     else:
         shares, dominant = [0.0] * n, [""] * n
-    amounts = [dict(zip(resources, row, strict=True)) for row in allocated]
+    amounts = [dict(zip(resources, row, strict=True)) for row in allocated.tolist()]
     return dict(zip(names, _allocations(amounts, shares, dominant, why), strict=True))
+
+
+def _matrix(rows: list[list[float]], n_res: int) -> np.ndarray:
+    """``rows`` as an ``(len(rows), n_res)`` float array (also when ``n_res`` is 0)."""
+    return np.array(rows, dtype=float).reshape(len(rows), n_res)
 
 
 def _allocations(
@@ -327,438 +330,336 @@ _ALLOCATION_SLOTS = tuple(
 
 
 def _column_sums(rows: list[list[float]], n_res: int) -> list[float]:
-    """Exact (``fsum``) sum of each column of ``rows``.
-
-    ``zip`` reads every row once per column in C, which is faster on large scattered rows than an
-    ``itemgetter`` per element; the exact sum does not depend on the order of its terms.
-    """
+    """Exact (``fsum``) sum of each column of ``rows``."""
     if not rows:
         return [0.0] * n_res
     return list(map(math.fsum, zip(*rows, strict=True)))
 
 
+def _segments(keys: np.ndarray) -> np.ndarray:
+    """Start positions of the runs of equal values in ``keys`` (which is grouped)."""
+    if len(keys) == 0:
+        return np.zeros(0, dtype=np.intp)
+    return np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+
+
 def _fill(
-    cap: list[float],
-    resources: list[str],
-    demands: list[list[float]],
-    weights: list[float],
-    floors: list[list[float]],
-    limits: list[list[float] | None],
-    zeros: list[float],
-) -> tuple[list[list[float]], list[str], list[Sequence[float]]]:
-    """Fill one group of members against ``cap``; return (allocs, reasons, targets) by column.
+    cap: np.ndarray,
+    group: np.ndarray,
+    starts: np.ndarray,
+    demand: np.ndarray,
+    weight: np.ndarray,
+    floor: np.ndarray,
+    limit: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fill groups of members, each against its own capacity; return (allocs, codes, targets).
 
-    ``allocs[r][i]`` is member ``i``'s amount of resource ``r``; ``targets[r][i]`` what it could
-    use: its demand, cut down to its limit along the demand vector. ``floors[i] is zeros`` marks a
-    member without a floor (the common case, handled column-wise).
+    ``cap`` is ``(G, R)``: one capacity vector per group. Rows (members) are grouped: ``group``
+    (nondecreasing) gives each row's group, ``starts`` each group's first row, and within a
+    group rows are in name order (row order breaks ties). ``demand``, ``floor`` (the guarantee
+    up to the demand) and ``limit`` (``inf`` where none) are ``(m, R)``, ``weight`` is ``(m,)``.
+    Return the ``(m, R)`` allocations, reason codes (0 demand-met, 1 limit, ``2 + r`` saturated
+    on resource ``r``) and targets (the demand cut down to the limit along the demand vector).
 
-    Members must be ordered by name (index order breaks ties). Steps:
+    Steps:
     1. Count floors as consumption (scaled down to fit if a rounded parent allocation is smaller
        than its children's floors, which only a fractional guarantee on an integral resource can
        cause). Members needing a zero-capacity resource are saturated at once; members demanding
        nothing are demand-met at once.
-    2. For every other member compute its slopes ``w * d[r] / s``, its cap level (demand or
-       limit) and the breakpoints of components held up by the floor; activate the others.
-    3. Sweep cap levels and breakpoints in order; when the next one lies beyond the lower bound on
-       the first saturation, compute the saturation levels exactly and, if a resource runs out
-       first, freeze the members actively drawing on it at that level.
-    4. Evaluate each member's allocation at its freezing level and clamp round-off overshoot.
+    2. For every other member compute its slopes ``w * d[r] / s``, its end level (demand or
+       limit met) and the breakpoints of components held up by the floor.
+    3. In rounds, until no member grows: consumption of each resource is piecewise linear in the
+       water level (every growing component is a ramp from its breakpoint to its end level), so
+       sorting the ramps' ends and starts and summing them cumulatively gives, for every group
+       and resource, the exact level at which it runs out. Members whose end level comes first
+       (or within the relative tolerance) freeze at it; at the lowest saturation level of their
+       group, the members drawing on a saturated resource freeze, and members still held up on it
+       by their floor end at their breakpoint for it. Every round either saturates one more
+       resource in each group still growing, or lets all of its members reach their end.
+    4. Clamp round-off overshoot above the capacity.
 
-    Invariants: the water level never decreases; consumption of every resource stays within its
-    capacity (up to the relative tolerance, removed in step 4); each member freezes exactly once.
-    This is the hot loop of the solver: per-member quantities are kept in columns (one list per
-    resource, or per quantity) and combined with ``map`` so that the loops over members run in C;
-    only members with a floor, and events, are handled one by one.
+    Consumption is measured in shares of each group's capacity while filling (every group's sums
+    are of the same magnitude, so one cumulative sum serves all groups); amounts are evaluated
+    per member at the level where it froze.
     """
-    n_res = len(cap)
-    n = len(demands)
-    if n == 0:
-        return [[] for _ in cap], [], [[] for _ in cap]
-    inf = math.inf
-    fsum = math.fsum
-    members = range(n)
-    floored = [i for i in members if floors[i] is not zeros]
-    if floored:
-        floor_sums = _column_sums([floors[i] for i in floored if any(floors[i])], n_res)
+    n_groups, n_res = cap.shape
+    m = len(group)
+    code = np.zeros(m, dtype=np.intp)
+    if m == 0 or n_res == 0:
+        return np.zeros((m, n_res)), code, demand
+    floor_sums = np.add.reduceat(floor, starts, axis=0)
+    over = floor_sums > cap
+    if over.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factor = np.where(over, cap / floor_sums, 1.0)
+        floor = floor * factor[group]
+
+    # Shares of the demand: dividing by +inf ignores zero-capacity resources.
+    divisor = np.where(cap > 0.0, cap, np.inf)
+    share = (demand / divisor[group]).max(axis=1)
+    growing = share > 0.0
+    zero_cap = cap <= 0.0
+    if zero_cap.any():  # the first zero-capacity resource demanded names the saturation
+        stuck = (demand > 0.0) & zero_cap[group]
+        blocked = stuck.any(axis=1)
+        code[blocked] = 2 + stuck[blocked].argmax(axis=1)
+        growing &= ~blocked
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(growing, weight / share, 0.0)
+        # slope[i, r] = w * d[r] / s: growth of member i's resource r per unit of water level.
+        slope = k[:, None] * demand
+        end = share / weight  # level at which the demand (or the limit) is met
+        cut = np.where(demand > limit, limit / demand, 1.0).min(axis=1)
+        capped = growing & (cut < 1.0)
+        targets = demand
+        end_code = capped.astype(np.intp)
+        if capped.any():
+            targets = demand.copy()
+            targets[capped] = cut[capped, None] * demand[capped]
+            end = end.copy()
+            end[capped] = cut[capped] * share[capped] / weight[capped]
+        # Breakpoints: the level at which a component held up by the floor starts to grow.
+        held = (floor > 0.0) & (slope > 0.0) & growing[:, None]
+        breakpoint = np.where(held, floor / np.where(held, slope, 1.0), 0.0)
+
+    # In shares of the group's capacity (zero-capacity resources have no growing component).
+    unit = np.where(cap > 0.0, cap, 1.0)[group]
+    slope_n = slope / unit
+    base = floor.copy()  # amounts so far: floors, then the frozen members' allocations
+    base_n = base / unit
+    alloc = base
+    now = np.zeros(n_groups)  # the water level of each group
+    saturated = np.zeros((n_groups, n_res), dtype=bool)
+    alive = np.flatnonzero(growing)
+    tolerance = 1.0 + _EPS
+    while len(alive):
+        g = group[alive]
+        seg = _segments(g)
+        active_groups = g[seg]
+        counts = np.diff(np.append(seg, len(alive)))
+        a = slope_n[alive]
+        b = breakpoint[alive]
+        e = end[alive]
+        level0 = now[g]
+        ramp = (a > 0.0) & (b < e[:, None])
+        started = ramp & (b <= level0[:, None])
+        pending = ramp & ~started
+        # Consumption at level L >= level0: const + sum of a * (clip(L, b, e) - b) over ramps.
+        const = np.add.reduceat(base_n, starts, axis=0)[active_groups]
+        if started.any() and b.any():
+            const -= np.add.reduceat(np.where(started, a * b, 0.0), seg, axis=0)
+        ramp_a = np.where(ramp, a, 0.0)
+        p_row, p_res = np.nonzero(pending)
+        n_a, n_p = len(alive), len(p_row)
+        n_g = len(active_groups)
+        # Events: one start row per group (its level), the members' ends, the pending starts.
+        ev_group = np.concatenate((active_groups, g, g[p_row]))
+        ev_level = np.concatenate((now[active_groups], e, b[p_row, p_res]))
+        ev_kind = np.concatenate(
+            (np.zeros(n_g, np.int8), np.ones(n_a, np.int8), np.full(n_p, 2, np.int8))
+        )
+        d_slope = np.zeros((n_g + n_a + n_p, n_res))
+        d_const = np.zeros((n_g + n_a + n_p, n_res))
+        d_count = np.zeros((n_g + n_a + n_p, n_res), dtype=np.int64)  # ramps started - ended
+        d_slope[n_g : n_g + n_a] = -ramp_a
+        d_const[n_g : n_g + n_a] = ramp_a * e[:, None]
+        d_count[n_g : n_g + n_a] = -ramp.astype(np.int64)
+        if n_p:
+            rows = np.arange(n_g + n_a, n_g + n_a + n_p)
+            d_slope[rows, p_res] = a[p_row, p_res]
+            d_const[rows, p_res] = -a[p_row, p_res] * b[p_row, p_res]
+            d_count[rows, p_res] = 1
+        order = np.lexsort((ev_kind, ev_level, ev_group))
+        ev_group, ev_level = ev_group[order], ev_level[order]
+        d_slope, d_const, d_count = d_slope[order], d_const[order], d_count[order]
+        first = _segments(ev_group)  # the start row of each active group comes first
+        n_ev = len(ev_level)
+        group_end = np.repeat(np.append(first[1:], n_ev), np.diff(np.append(first, n_ev)))
+        # Slope after each event: the slopes of the ramps ending later in the group minus those
+        # starting later (suffix sums, so that the slope of the last ramps is not a difference
+        # of large totals); constant after each event: a prefix sum within the group.
+        suffix = np.zeros((n_ev + 1, n_res))
+        suffix[:n_ev] = np.cumsum(d_slope[::-1], axis=0)[::-1]
+        slope_after = suffix[group_end] - suffix[1:]
+        # The sums run across groups, so a slope that is zero (no ramp left) can come out as a
+        # few ulps of the later groups' sums: the exact count of ramps in progress says when.
+        counts_suffix = np.zeros((n_ev + 1, n_res), dtype=np.int64)
+        counts_suffix[:n_ev] = np.cumsum(d_count[::-1], axis=0)[::-1]
+        in_progress = counts_suffix[group_end] - counts_suffix[1:]
+        slope_after[in_progress <= 0] = 0.0
+        prefix = np.cumsum(d_const, axis=0)
+        prefix_before = np.zeros((n_ev + 1, n_res))
+        prefix_before[1:] = prefix
+        const_after = const[np.repeat(np.arange(n_g), np.diff(np.append(first, n_ev)))] + (
+            prefix - prefix_before[np.repeat(first, np.diff(np.append(first, n_ev)))]
+        )
+        next_level = np.append(ev_level[1:], np.inf)
+        next_level[group_end - 1] = np.inf
+        with np.errstate(invalid="ignore", over="ignore"):
+            used_next = const_after + slope_after * next_level[:, None]
+        crossed = (slope_after > 0.0) & (used_next >= 1.0)
+        where = np.where(crossed, np.arange(n_ev)[:, None], n_ev)
+        hit_row = np.minimum.reduceat(where, first, axis=0)  # (n_g, R): first crossing
+        found = (hit_row < n_ev) & ~saturated[active_groups]
+        row = np.minimum(hit_row, n_ev - 1)
+        col = np.arange(n_res)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sat = (1.0 - const_after[row, col]) / slope_after[row, col]
+        sat = np.clip(sat, ev_level[row], next_level[row])
+        # Within round-off of the segment's start (less than 1e-12 of the capacity between
+        # them: floors that fill a resource exactly), the resource is saturated at the start.
+        start = ev_level[row]
+        with np.errstate(invalid="ignore"):
+            sat = np.where((sat - start) * slope_after[row, col] <= 1e-12, start, sat)
+        sat = np.where(found, sat, np.inf)
+        low = sat.min(axis=1)
+        bound = low * tolerance  # events up to here come first (or at the same level)
+
+        # Members reaching their end level first.
+        member_bound = np.repeat(bound, counts)
+        done = e <= member_bound
+        last = now[active_groups].copy()
+        if done.any():
+            ids = alive[done]
+            lv = e[done]
+            met = end_code[ids] < 2
+            rows_met, rows_bp = ids[met], ids[~met]
+            alloc[rows_met] = np.maximum(floor[rows_met], targets[rows_met])
+            alloc[rows_bp] = np.maximum(floor[rows_bp], slope[rows_bp] * lv[~met, None])
+            base_n[ids] = alloc[ids] / unit[ids]
+            code[ids] = end_code[ids]
+            np.maximum.at(last, np.searchsorted(active_groups, g[done]), lv)
+        if n_p:
+            applied = b[p_row, p_res] <= member_bound[p_row]
+            if applied.any():
+                np.maximum.at(
+                    last,
+                    np.searchsorted(active_groups, g[p_row[applied]]),
+                    b[p_row[applied], p_res[applied]],
+                )
+        level = np.maximum(low, last)  # the saturation level of each active group
+        member_level = np.repeat(level, counts)
+        still = ~done
         for r in range(n_res):
-            if floor_sums[r] > cap[r]:
-                factor = cap[r] / floor_sums[r]
-                floors = list(floors)
-                for i in floored:
-                    g = floors[i] = list(floors[i])
-                    g[r] *= factor
-                floor_sums[r] = cap[r]
-    else:
-        floor_sums = [0.0] * n_res
-    # Dividing by +inf ignores zero-capacity resources in shares, as dominant_share() does.
-    divisor = [c if c > 0.0 else inf for c in cap]
-    zero_cap = [r for r in range(n_res) if cap[r] <= 0.0]
-
-    # Columns of the demands; dominant demand shares (max() keeps the first maximum, as a loop).
-    demand_cols: list[Sequence[float]] = list(zip(*demands, strict=True)) if n_res else []
-    quotients = [
-        map(truediv, col, repeat(dv)) for col, dv in zip(demand_cols, divisor, strict=True)
-    ]
-    if n_res > 1:
-        shares = list(map(max, *quotients))
-    elif n_res == 1:
-        shares = list(quotients[0])
-    else:
-        shares = [0.0] * n
-    reason: list[str | None] = [None] * n
-    for r in zero_cap:  # the first zero-capacity resource demanded names the saturation
-        why = SATURATED_PREFIX + resources[r]
-        for i in compress(members, map(gt, demand_cols[r], repeat(0.0))):
-            if reason[i] is None:
-                reason[i] = why
-    growing_ids = [i for i in compress(members, map(gt, shares, repeat(0.0))) if reason[i] is None]
-    if len(growing_ids) < n:
-        for i in members:
-            if reason[i] is None and shares[i] <= 0.0:
-                reason[i] = REASON_DEMAND_MET
-        ks = [w / s if s > 0.0 else 0.0 for w, s in zip(weights, shares, strict=True)]
-    else:
-        ks = list(map(truediv, weights, shares))
-    # slopes[r][i] = w * d[r] / s: growth of member i's resource r per unit of water level.
-    slopes = [list(map(mul, ks, col)) for col in demand_cols]
-    top = list(map(truediv, shares, weights))  # level at which the demand (or limit) is met
-    targets: list[Sequence[float]] = demand_cols
-    cap_reason: list[str] = [REASON_DEMAND_MET] * n
-    growing_set = set(growing_ids) if len(growing_ids) < n else None
-    for i in compress(members, map(is_not, limits, repeat(None))):
-        if growing_set is not None and i not in growing_set:
-            continue
-        d = demands[i]
-        f = min((li / x for li, x in zip(limits[i], d, strict=True) if x > li), default=1.0)
-        if f < 1.0:
-            cap_reason[i] = REASON_LIMIT
-            if targets is demand_cols:
-                targets = list(map(list, demand_cols))
-            for r, x in enumerate(d):
-                targets[r][i] = f * x
-            top[i] = f * shares[i] / weights[i]
-
-    # Members with a floor keep their own vector of active slopes (``drawing``); the others draw
-    # on every component of their slopes from the start.
-    drawing: list[list[float] | None] = [None] * n
-    breakpoints: list[tuple[float, int, int]] = []  # (level, member, resource)
-    for i in floored:
-        g = floors[i]
-        if reason[i] is not None or not any(g):
-            continue
-        k = ks[i]
-        a = [k * x for x in demands[i]]
-        t = top[i]
-        act = list(a)
-        for r, gr in enumerate(g):
-            if gr > 0.0 and a[r] > 0.0:
-                act[r] = 0.0
-                b = gr / a[r]
-                if b < t:
-                    breakpoints.append((b, i, r))
-        drawing[i] = act
-    own = [i for i in growing_ids if drawing[i] is not None]
-    plain = [i for i in growing_ids if drawing[i] is None] if own else growing_ids
-
-    # A[r] (frozen amounts and floors not yet overtaken) and S[r] (slopes of active components).
-    # Freezes are applied to them in batches, column-wise, only when exact values are needed:
-    # stale values include the slopes of members already frozen, so they overstate consumption
-    # and the saturation levels computed from them are lower bounds, which is all the sweep needs.
-    # Frozen members are queued as ids (at their cap: slopes and targets; saturated: slopes and
-    # slopes times level) or, with a drawing vector of their own, as vectors.
-    const = floor_sums
-    slope = [
-        fsum(chain(map(col.__getitem__, plain), map(itemgetter(r), map(drawing.__getitem__, own))))
-        for r, col in enumerate(slopes)
-    ]
-    level = [0.0] * n  # freezing level of saturated members
-    at_cap: list[int] = []
-    capped: list[int] = []
-    stopped: list[int] = []
-    frozen_slopes: list[list[float]] = []
-    frozen_amounts: list[list[float]] = []
-    saturated = [False] * n_res
-
-    def settle() -> list[float]:
-        """Apply the pending freezes; return the exact saturation level of every resource."""
-        if frozen_slopes:
-            levels = list(map(level.__getitem__, stopped))
-            for r in range(n_res):
-                col = slopes[r]
-                slope[r] -= fsum(
-                    chain(
-                        map(col.__getitem__, capped),
-                        map(col.__getitem__, stopped),
-                        map(itemgetter(r), frozen_slopes),
-                    )
-                )
-                const[r] += fsum(
-                    chain(
-                        map(targets[r].__getitem__, capped),
-                        map(mul, map(col.__getitem__, stopped), levels),
-                        map(itemgetter(r), frozen_amounts),
-                    )
-                )
-        elif stopped:
-            # (The common cases, with fewer iterators: the sums are the same.)
-            levels = list(map(level.__getitem__, stopped))
-            ids = capped + stopped
-            for r, col in enumerate(slopes):
-                slope[r] -= fsum(map(col.__getitem__, ids))
-                const[r] += fsum(
-                    chain(
-                        map(targets[r].__getitem__, capped),
-                        map(mul, map(col.__getitem__, stopped), levels),
-                    )
-                )
-        elif capped:
-            for r, col in enumerate(slopes):
-                slope[r] -= fsum(map(col.__getitem__, capped))
-                const[r] += fsum(map(targets[r].__getitem__, capped))
-        if capped or stopped or frozen_slopes:
-            capped.clear()
-            stopped.clear()
-            frozen_slopes.clear()
-            frozen_amounts.clear()
-        for r in range(n_res):
-            # A saturated resource keeps a slope of exactly 0 (its drawers froze and nobody
-            # activates it), so subtraction round-off can never make it saturate again; every
-            # saturation step therefore saturates at least one more resource.
-            if saturated[r]:
-                slope[r] = 0.0
-        return [(c - a) / s if s > 0.0 else inf for c, a, s in zip(cap, const, slope, strict=True)]
-
-    # Members by cap level (ties: by index, i.e. by name; the sort is stable).
-    caps_order = sorted(growing_ids, key=top.__getitem__)
-    caps_top = list(map(top.__getitem__, caps_order))  # nondecreasing
-    breakpoints.sort()
-    breakpoints.append((inf, -1, -1))  # sentinel
-    n_caps = len(caps_order)
-    bound = min(settle(), default=inf)
-    k_cap = k_bp = 0
-    growing = len(growing_ids)
-    alive = growing_ids
-    now = 0.0  # the water level
-    zero = repeat(0.0)
-    while growing:
-        bp_at = breakpoints[k_bp][0]
-        # Cap levels up to the next breakpoint and the bound: the common case, kept tight.
-        stop = bp_at if bp_at < bound else bound
-        end = bisect_right(caps_top, stop, k_cap)
-        if end > k_cap:
-            batch = caps_order[k_cap:end]
-            batch = list(compress(batch, map(is_, map(reason.__getitem__, batch), repeat(None))))
-            k_cap = end
-            if batch:
-                deque(map(setitem, repeat(reason), batch, map(cap_reason.__getitem__, batch)), 0)
-                if own:
-                    for i in batch:
-                        act = drawing[i]
-                        if act is None:
-                            capped.append(i)
-                        else:
-                            at = top[i]
-                            frozen_slopes.append(act)
-                            frozen_amounts.append([x * at for x in act])
-                else:
-                    capped.extend(batch)
-                at_cap.extend(batch)
-                now = top[batch[-1]]
-                growing -= len(batch)
-                if not growing:
-                    break
-        cap_at = caps_top[k_cap] if k_cap < n_caps else inf
-        if bp_at < cap_at:
-            at = bp_at
-            if at <= bound:
-                # Breakpoints before the next cap level and within the bound (which they only
-                # lower), one after another: no cap level lies in between, so no batch is due.
-                while at < cap_at and at <= bound:
-                    _, i, r = breakpoints[k_bp]
-                    k_bp += 1
-                    if reason[i] is None:
-                        now = at
-                        act = drawing[i]
-                        if saturated[r]:
-                            frozen_slopes.append(act)
-                            frozen_amounts.append([x * at for x in act])
-                            level[i] = at
-                            reason[i] = SATURATED_PREFIX + resources[r]
-                            growing -= 1
-                            if not growing:
-                                break
-                        else:
-                            a = act[r] = slopes[r][i]
-                            const[r] -= floors[i][r]
-                            slope[r] += a
-                            sat = (cap[r] - const[r]) / slope[r]
-                            if sat < bound:
-                                bound = sat
-                    at = breakpoints[k_bp][0]
+            newly = (sat[:, r] <= level * tolerance) & np.isfinite(sat[:, r])
+            newly &= ~saturated[active_groups, r]
+            if not newly.any():
                 continue
-        else:
-            at = cap_at
-        sats = settle()
-        low = min(sats)
-        if at <= low * (1.0 + _EPS):
-            # The next event comes first (or at the same level): a member reaching its demand as a
-            # resource runs out is demand-met, not saturated.
-            bound = max(low, at)
-            continue
-        low = now = max(low, now)
-        for r in range(n_res):
-            if not saturated[r] and sats[r] <= low * (1.0 + _EPS):
-                saturated[r] = True
-                # Growing members drawing on r: a positive slope, not held up by a floor.
-                hit = list(compress(alive, map(gt, map(slopes[r].__getitem__, alive), zero)))
-                hit = list(compress(hit, map(is_, map(reason.__getitem__, hit), repeat(None))))
-                if own:
-                    hit = [i for i in hit if drawing[i] is None or drawing[i][r] > 0.0]
-                if not hit:
-                    continue
-                why = SATURATED_PREFIX + resources[r]
-                if own:
-                    for i in hit:
-                        act = drawing[i]
-                        if act is None:
-                            stopped.append(i)
-                        else:
-                            frozen_slopes.append(act)
-                            frozen_amounts.append([x * low for x in act])
-                else:
-                    stopped.extend(hit)
-                deque(map(setitem, repeat(level), hit, repeat(low)), maxlen=0)
-                deque(map(setitem, repeat(reason), hit, repeat(why)), maxlen=0)
-                growing -= len(hit)
-                alive = list(
-                    compress(alive, map(is_, map(reason.__getitem__, alive), repeat(None)))
+            saturated[active_groups[newly], r] = True
+            on = still & np.repeat(newly, counts) & (a[:, r] > 0.0)
+            if not on.any():
+                continue
+            drawing = on & (b[:, r] <= member_bound)
+            ids = alive[drawing]
+            if len(ids):
+                lv = member_level[drawing]
+                alloc[ids] = np.maximum(floor[ids], slope[ids] * lv[:, None])
+                base_n[ids] = alloc[ids] / unit[ids]
+                code[ids] = 2 + r
+                still &= ~drawing
+            # Held up by the floor on r: they grow until their breakpoint for r, and stop there.
+            waiting = on & ~drawing
+            if waiting.any():
+                ids = alive[waiting]
+                bp = b[waiting, r]
+                sooner = (bp < end[ids]) | (
+                    (bp == end[ids]) & (end_code[ids] >= 2) & (end_code[ids] > 2 + r)
                 )
-        bound = min(settle())
-
-    # Allocations: slopes times level for the saturated, targets for those at their cap, floors
-    # for those that never grew; members with a floor one by one.
-    allocs = [list(map(mul, col, level)) for col in slopes]
-    at_cap_plain = [i for i in at_cap if floors[i] is zeros] if floored else at_cap
-    # Members that never grew and have no floor get nothing.
-    idle = (
-        []
-        if growing_set is None
-        else [i for i in members if i not in growing_set and floors[i] is zeros]
-    )
-    if at_cap_plain:
-        for col, target in zip(allocs, targets, strict=True):
-            deque(map(setitem, repeat(col), at_cap_plain, map(target.__getitem__, at_cap_plain)), 0)
-    if idle:
-        for col in allocs:
-            deque(map(setitem, repeat(col), idle, repeat(0.0)), maxlen=0)
-    if floored:
-        capped_set = set(at_cap)
-        rows = []
-        for i in floored:
-            g = floors[i]
-            if i in capped_set:
-                x = [t[i] for t in targets]
-                rows.append(list(map(max, g, x)) if any(g) else x)
-            elif growing_set is None or i in growing_set:
-                at = level[i]
-                x = [col[i] * at for col in slopes]
-                rows.append(list(map(max, g, x)) if any(g) else x)
-            else:
-                rows.append(list(g))
-        for r, col in enumerate(allocs):
-            deque(map(setitem, repeat(col), floored, map(itemgetter(r), rows)), maxlen=0)
-
-    _clamp(cap, floors, allocs)
-    return allocs, [why or REASON_DEMAND_MET for why in reason], targets
+                end[ids[sooner]] = bp[sooner]
+                end_code[ids[sooner]] = 2 + r
+        now[active_groups] = np.where(np.isfinite(level), level, now[active_groups])
+        alive = alive[still]
+    _clamp(cap, starts, floor, alloc)
+    return alloc, code, targets
 
 
-def _clamp(cap: list[float], floors: list[list[float]], allocs: list[list[float]]) -> None:
+def _clamp(cap: np.ndarray, starts: np.ndarray, floor: np.ndarray, alloc: np.ndarray) -> None:
     """Trim round-off overshoot: take what a resource sums over capacity from the largest amounts.
 
-    ``allocs`` holds one column per resource. The overshoot is a few ulps, so it comes out of the
-    largest amount above its floor; if that is not enough (never seen), above-floor amounts are
-    scaled down.
+    Groups whose (inexact) sum comes within ``1e-12`` of the capacity are summed exactly
+    (``fsum``); the overshoot is a few ulps, so it comes out of the group's largest amount above
+    its floor; if that is not enough (never seen), above-floor amounts are scaled down.
     """
+    sums = np.add.reduceat(alloc, starts, axis=0)
+    ends = np.append(starts[1:], len(alloc))
     fsum = math.fsum
-    for r, column in enumerate(allocs):
-        over = fsum(column) - cap[r]
+    for g, r in zip(*np.nonzero(sums > cap * (1.0 - 1e-12)), strict=True):
+        lo, hi = starts[g], ends[g]
+        column = alloc[lo:hi, r].tolist()
+        limit = float(cap[g, r])
+        over = fsum(column) - limit
         if over <= 0.0:
             continue
+        floors = floor[lo:hi, r].tolist()
         biggest = column.index(max(column))
-        if column[biggest] - over >= floors[biggest][r]:
+        if column[biggest] - over >= floors[biggest]:
             column[biggest] = column[biggest] - over
         else:
-            above = fsum(x - g[r] for x, g in zip(column, floors, strict=True))
+            above = fsum(x - f for x, f in zip(column, floors, strict=True))
             keep = max(0.0, above - over) / above if above > 0 else 0.0
-            column[:] = [g[r] + (x - g[r]) * keep for x, g in zip(column, floors, strict=True)]
+            column = [f + (x - f) * keep for x, f in zip(column, floors, strict=True)]
         # Guard against the last ulps left by the subtraction itself.
-        while (over := fsum(column) - cap[r]) > 0:
+        while (over := fsum(column) - limit) > 0:
             value = column[biggest]
             column[biggest] = max(0.0, min(math.nextafter(value, 0.0), value - over))
+        alloc[lo:hi, r] = column
 
 
 def _round_integral(
-    cap: list[float],
+    cap: np.ndarray,
+    group: np.ndarray,
+    starts: np.ndarray,
     integral: list[int],
-    targets: list[Sequence[float]],
-    allocs: list[list[float]],
+    targets: np.ndarray,
+    alloc: np.ndarray,
 ) -> None:
-    """Round the integral resources of one group in place by largest remainder.
+    """Round the integral resources of every group in place by largest remainder.
 
-    ``targets`` and ``allocs`` hold one column per resource. Members must be ordered by name
-    (index order breaks ties). Steps, per integral resource:
+    Rows are grouped and in name order within a group (row order breaks ties). Steps, per group
+    and integral resource:
     1. Snap amounts within ``1e-9`` (relative) of a whole number to it; each member's base is
        ``floor(x)``.
     2. The target total is ``floor(sum x)``, never above ``floor(cap[r])``.
-    3. Give one more unit to the members with the largest remainders (ties: by name) whose
-       target (demand cut down to the limit along the demand vector) allows it, until the total
-       is reached.
+    3. Give one more unit to the members with the largest remainders (rounded to 9 decimals so
+       that near-equal ones tie; ties by name) whose target (demand cut down to the limit along
+       the demand vector) allows it, until the total is reached; if snapping up overshot the
+       total, undo the smallest snaps first.
     """
-    floor = math.floor
+    if len(group) == 0:
+        return
     tolerance = 1.0 + _EPS
     for r in integral:
-        values = allocs[r]
-        # floor(v * (1 + eps) + eps) snaps amounts a hair below a whole number up to it.
-        bases = list(map(floor, map(add, map(mul, values, repeat(tolerance)), repeat(_EPS))))
-        total = math.fsum(values)
-        target = min(floor(total * tolerance + _EPS), floor(cap[r] * tolerance + _EPS))
-        extra = target - sum(bases)
-        if extra > 0:
-            remainders = list(map(sub, values, bases))
-            fractional = list(compress(range(len(values)), map(gt, remainders, repeat(_EPS))))
-            # Members whose target allows one more unit (each is considered once, so this is the
-            # test a sequential pass would make).
-            room = map(
-                le,
-                map(add, map(bases.__getitem__, fractional), repeat(1)),
-                map(mul, map(targets[r].__getitem__, fractional), repeat(tolerance)),
+        values = alloc[:, r]
+        bases = np.floor(values * tolerance + _EPS)
+        total = np.add.reduceat(values, starts)
+        target = np.minimum(
+            np.floor(total * tolerance + _EPS), np.floor(cap[:, r] * tolerance + _EPS)
+        )
+        extra = target - np.add.reduceat(bases, starts)
+        if (extra > 0).any():
+            remainder = values - bases
+            eligible = (
+                (extra[group] > 0) & (remainder > _EPS) & (bases + 1.0 <= targets[:, r] * tolerance)
             )
-            eligible = list(compress(fractional, room))
-            if extra < len(eligible):
-                # The `extra` members first by remainder rounded to 9 decimals (so that near-equal
-                # ones tie), ties by index. Rounding is monotone: a remainder more than 2e-9 above
-                # the extra-th largest one, x, comes first whatever its index, one more than 2e-9
-                # below never does, and only those near x need their rounded key and a sort.
-                xs = list(map(remainders.__getitem__, eligible))
-                x = sorted(xs, reverse=True)[extra - 1]
-                hi, lo = x + 2e-9, x - 2e-9
-                sure = list(compress(eligible, map(gt, xs, repeat(hi))))
-                near = compress(
-                    eligible, map(and_, map(ge, xs, repeat(lo)), map(le, xs, repeat(hi)))
-                )
-                near = list(near)
-                # Sort positions in ``near`` by key (stable: ties keep index order).
-                keys = list(map(neg, map(round, map(remainders.__getitem__, near), repeat(9))))
-                order = sorted(range(len(near)), key=keys.__getitem__)
-                eligible = sure + list(map(near.__getitem__, order[: extra - len(sure)]))
-            # Each member once: one more unit each.
-            bumped = map(add, map(bases.__getitem__, eligible), repeat(1))
-            deque(map(setitem, repeat(bases), eligible, bumped), maxlen=0)
-        elif extra < 0:
-            # Snapping up pushed the sum over the target: undo the smallest snaps first.
-            for i in sorted(range(len(values)), key=lambda i: values[i] - bases[i])[:-extra]:
-                bases[i] -= 1
-        allocs[r] = list(map(float, bases))
+            ids = np.flatnonzero(eligible)
+            order = ids[np.lexsort((ids, -np.round(remainder[ids], 9), group[ids]))]
+            _bump(order, group, extra, bases, 1.0)
+        if (extra < 0).any():
+            ids = np.flatnonzero(extra[group] < 0)
+            order = ids[np.lexsort((ids, values[ids] - bases[ids], group[ids]))]
+            _bump(order, group, -extra, bases, -1.0)
+        alloc[:, r] = bases
+
+
+def _bump(order: np.ndarray, group: np.ndarray, count: np.ndarray, bases: np.ndarray, by: float):
+    """Add ``by`` to the first ``count[g]`` rows of each group ``g`` in ``order`` (grouped)."""
+    if len(order) == 0:
+        return
+    g = group[order]
+    seg = _segments(g)
+    rank = np.arange(len(order)) - np.repeat(seg, np.diff(np.append(seg, len(order))))
+    chosen = order[rank < count[g]]
+    bases[chosen] += by
 
 
 # ---------------------------------------------------------------- validation
@@ -805,102 +706,164 @@ def _vector(
     return vec
 
 
-def _within_limit(demand: list[float], limit: list[float] | None) -> list[float]:
-    """Return ``demand`` cut down along its own direction so that it fits within ``limit``."""
-    if limit is None:
-        return demand
-    f = min((li / x for li, x in zip(limit, demand, strict=True) if x > li), default=1.0)
-    return demand if f >= 1.0 else [f * x for x in demand]
+def _cut(demand: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Per row, the factor (<= 1) that brings the demand within the limit along its direction."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(demand > limit, limit / demand, 1.0).min(axis=1, initial=1.0)
 
 
-def _plain_amounts(maps: list[Any], known: Any) -> bool | None:
-    """Whether ``maps`` are dicts of known resources to plain finite numbers >= 0.
+def _plain_matrix(maps: list[Any], resources: list[str], fill: float) -> np.ndarray | None:
+    """``maps`` as an ``(len(maps), R)`` matrix if they are dicts of known resources to plain
+    finite numbers in ``[0, MAX_AMOUNT]`` (absent resources get ``fill``), else ``None``.
 
-    Return ``None`` if one of them is not, ``True`` if some amounts are ``int`` (to be converted),
-    ``False`` if all are floats. Checks are column-wise (C loops), for the fast path of
-    :func:`_pack`.
+    The fast path of :func:`_pack`: every check is column-wise (C loops).
     """
+    n_res = len(resources)
     if not maps:
-        return False
-    if set(map(type, maps)) != {dict} or not set().union(*maps) <= known:
+        return np.zeros((0, n_res))
+    if set(map(type, maps)) != {dict}:
         return None
     values = list(chain.from_iterable(map(dict.values, maps)))
-    if not values:
-        return False
-    types = set(map(type, values))
-    if (
-        not types <= _PLAIN_NUMBERS
-        or not all(map(math.isfinite, values))
-        or min(values) < 0.0
-        or max(values) > MAX_AMOUNT
-    ):
+    if values and not set(map(type, values)) <= _PLAIN_NUMBERS:
         return None
-    return int in types
+    checked = np.array(values, dtype=float)
+    if not (np.isfinite(checked).all() and (checked >= 0.0).all()):
+        return None
+    if len(checked) and checked.max() > MAX_AMOUNT:
+        return None
+    # ``defaults | d`` keeps the keys of ``defaults`` in their (sorted) order, with the values of
+    # ``d`` where it has them; an unknown resource shows as an extra key.
+    merged = list(map(or_, repeat(dict.fromkeys(resources, fill)), maps))
+    if set(map(len, merged)) != {n_res}:
+        return None
+    flat = chain.from_iterable(map(dict.values, merged))
+    return np.fromiter(flat, dtype=float, count=len(maps) * n_res).reshape(len(maps), n_res)
 
 
 def _pack(
-    ordered: list[Tenant], resources: list[str], index: dict[str, int], zeros: list[float]
-) -> tuple[list[float], list[list[float]], list[list[float]], list[list[float] | None]] | None:
-    """Vectors (weights, demands, guarantees, limits) of ``ordered`` tenants in one pass.
+    ordered: list[Tenant], resources: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Weights, demands, guarantees and limits (``inf`` where none) of ``ordered`` tenants.
 
-    The fast path for problems of plain dicts and numbers: every rule of the per-tenant loop in
+    The fast path for problems of plain dicts and numbers: every per-tenant rule of
     :func:`_validate` on these fields is checked in bulk, and ``None`` is returned if any fails
     (or anything unexpected is met), so that the per-tenant loop raises the precise error.
     """
+    n, n_res = len(ordered), len(resources)
     try:
         weights = list(map(attrgetter("weight"), ordered))
-        types = set(map(type, weights))
-        if not types <= _PLAIN_NUMBERS or not all(map(math.isfinite, weights)):
+        if weights and not set(map(type, weights)) <= _PLAIN_NUMBERS:
             return None
-        if weights and min(weights) <= 0.0:
+        weight = np.array(weights, dtype=float)
+        if not (np.isfinite(weight).all() and (weight > 0.0).all()):
             return None
-        if int in types:
-            weights = list(map(float, weights))
-        known = index.keys()
-        infs = [math.inf] * len(resources)
-
-        raw = [t.demand for t in ordered]
-        ints = _plain_amounts(raw, known)
-        if ints is None:
+        demand = _plain_matrix(list(map(attrgetter("demand"), ordered)), resources, 0.0)
+        if demand is None:
             return None
-        # ``defaults | d`` keeps the keys of ``defaults`` in their (sorted) order, with the values
-        # of ``d`` where it has them: the vector, built in C (every key of ``d`` is known).
-        defaults = dict.fromkeys(resources, 0.0)
-        demands = list(map(list, map(dict.values, map(or_, repeat(defaults), raw))))
-        if ints:
-            demands = [list(map(float, d)) for d in demands]
-
-        guarantees = [zeros] * len(ordered)
-        some = list(compress(range(len(ordered)), map(attrgetter("guarantee"), ordered)))
+        guarantee = np.zeros((n, n_res))
+        some = list(compress(range(n), map(attrgetter("guarantee"), ordered)))
         if some:
-            raw = [ordered[i].guarantee for i in some]
-            ints = _plain_amounts(raw, known)
-            if ints is None:
+            rows = _plain_matrix([ordered[i].guarantee for i in some], resources, 0.0)
+            if rows is None:
                 return None
-            for i, g in zip(some, raw, strict=True):
-                vec = list(map(g.get, resources, zeros))
-                guarantees[i] = list(map(float, vec)) if ints else vec
-
-        limits: list[list[float] | None] = [None] * len(ordered)
-        limited = map(is_not, map(attrgetter("limit"), ordered), repeat(None))
-        some = list(compress(range(len(ordered)), limited))
+            guarantee[some] = rows
+        limit = np.full((n, n_res), np.inf)
+        some = list(
+            compress(range(n), map(is_not, map(attrgetter("limit"), ordered), repeat(None)))
+        )
         if some:
-            raw = [ordered[i].limit for i in some]
-            ints = _plain_amounts(raw, known)
-            if ints is None:
+            rows = _plain_matrix([ordered[i].limit for i in some], resources, np.inf)
+            if rows is None:
                 return None
-            tolerance = 1 + _EPS
-            for i, lim in zip(some, raw, strict=True):
-                vec = list(map(lim.get, resources, infs))
-                if ints:
-                    vec = list(map(float, vec))
-                limits[i] = vec
-                g = guarantees[i]
-                if g is not zeros and any(map(gt, g, map(mul, vec, repeat(tolerance)))):
-                    return None
+            limit[some] = rows
+            if (guarantee[some] > rows * (1 + _EPS)).any():
+                return None
     except Exception:  # anything odd: let the per-tenant loop decide
         return None
-    return weights, demands, guarantees, limits
+    return weight, demand, guarantee, limit
+
+
+def _precise(
+    names: list[str],
+    ordered: list[Tenant],
+    by_name: dict[str, Tenant],
+    position: dict[str, int],
+    index: dict[str, int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The per-tenant checks, in name order: the first fault raises its own message.
+
+    Return (weight, demand, guarantee, limit, parent) as :func:`_pack` and :func:`_parents` do.
+    """
+    resources = sorted(index, key=index.__getitem__)
+    weight, demand, guarantee, limit, parents = [], [], [], [], []
+    inf_row = [math.inf] * len(resources)
+    for name, tenant in zip(names, ordered, strict=True):
+        owner = f"tenant {name!r}"
+        w = tenant.weight
+        if isinstance(w, bool) or not isinstance(w, int | float | Decimal):
+            raise ProblemError(f"{owner}: weight must be a number, got {w!r}")
+        if not math.isfinite(float(w)) or float(w) <= 0:
+            raise ProblemError(f"{owner}: weight must be > 0, got {w!r}")
+        weight.append(float(w))
+        demand.append(_vector(tenant.demand, index, owner, "demand"))
+        g = (
+            _vector(tenant.guarantee, index, owner, "guarantee")
+            if tenant.guarantee
+            else [0.0] * len(resources)
+        )
+        guarantee.append(g)
+        lim = (
+            inf_row
+            if tenant.limit is None
+            else _vector(tenant.limit, index, owner, "limit", fill=math.inf)
+        )
+        limit.append(lim)
+        for r, resource in enumerate(resources):
+            if g[r] > lim[r] * (1 + _EPS):
+                raise ProblemError(
+                    f"{owner}: guarantee[{resource!r}] ({_fmt(g[r])}) "
+                    f"exceeds limit[{resource!r}] ({_fmt(lim[r])})"
+                )
+        parent = tenant.parent
+        if parent is not None and (not isinstance(parent, str) or parent not in by_name):
+            raise ProblemError(f"{owner}: unknown parent {parent!r}")
+        parents.append(-1 if parent is None else position[parent])
+    n_res = len(resources)
+    return (
+        np.array(weight, dtype=float),
+        _matrix(demand, n_res),
+        _matrix(guarantee, n_res),
+        _matrix(limit, n_res),
+        np.array(parents, dtype=np.intp),
+    )
+
+
+def _depths(parent: np.ndarray, names: list[str], by_name: dict[str, Tenant]) -> np.ndarray:
+    """Depth of every tenant (roots 0); raise ProblemError if the parents form a cycle."""
+    n = len(parent)
+    depth = np.zeros(n, dtype=np.intp)
+    up = parent.copy()
+    # Pointer doubling: after k steps ``jump`` holds the ancestor 2**k levels up (-1 past a root);
+    # once 2**k exceeds n, only tenants on or below a cycle still have one.
+    jump = parent.copy()
+    for _ in range(n.bit_length() + 1):
+        live = jump >= 0
+        if not live.any():
+            break
+        jump[live] = jump[jump[live]]
+    if not (jump >= 0).any():
+        while (climbing := up >= 0).any():
+            depth[climbing] += 1
+            up[climbing] = parent[up[climbing]]
+        return depth
+    # On a cycle: name it, starting from the first tenant (by name) that never reaches a root.
+    start = names[int(np.flatnonzero(jump >= 0)[0])]
+    cycle, name = [start], by_name[start].parent
+    while name is not None and name != start and name not in cycle:
+        cycle.append(name)
+        name = by_name[name].parent
+    path = " -> ".join(repr(x) for x in [*cycle, name])
+    raise ProblemError(f"tenant {start!r}: cycle in parents ({path})")
 
 
 def _validate(
@@ -953,130 +916,62 @@ def _validate(
             by_name[tenant.name] = tenant
     names = sorted(by_name)
     ordered = list(map(by_name.__getitem__, names))
-    n = len(names)
+    n, n_res = len(names), len(resources)
     position = dict(zip(names, range(n), strict=True))
-    zeros = [0.0] * len(resources)  # shared: vectors are never changed in place
 
-    packed = _pack(ordered, resources, index, zeros)
-    parents: list[int | None] | None = None
+    packed = _pack(ordered, resources)
+    parent = None
     if packed is not None:
-        weight, own_demand, own_guarantee, limit = packed
         raw_parents = list(map(attrgetter("parent"), ordered))
-        try:
-            if all(map(is_, raw_parents, repeat(None))):
-                parents = raw_parents
-            else:
-                parents = [None if p is None else position[p] for p in raw_parents]
-        except (KeyError, TypeError):
-            parents = None
-    if parents is None:
-        # The precise path: the first fault, in name order, raises its own message.
-        weight, own_demand, own_guarantee, limit = [], [], [], []
-        parents = []
-        for name, tenant in zip(names, ordered, strict=True):
-            owner = f"tenant {name!r}"
-            w = tenant.weight
-            if not (type(w) in _PLAIN_NUMBERS and 0.0 < w < math.inf):
-                if isinstance(w, bool) or not isinstance(w, int | float | Decimal):
-                    raise ProblemError(f"{owner}: weight must be a number, got {w!r}")
-                if not math.isfinite(float(w)) or float(w) <= 0:
-                    raise ProblemError(f"{owner}: weight must be > 0, got {w!r}")
-            weight.append(float(w))
-            own_demand.append(_vector(tenant.demand, index, owner, "demand"))
-            g = _vector(tenant.guarantee, index, owner, "guarantee") if tenant.guarantee else zeros
-            own_guarantee.append(g)
-            lim = (
-                None
-                if tenant.limit is None
-                else _vector(tenant.limit, index, owner, "limit", fill=math.inf)
+        if all(map(is_, raw_parents, repeat(None))):
+            parent = np.full(n, -1, dtype=np.intp)
+        else:
+            try:
+                parent = np.array(
+                    [-1 if p is None else position[p] for p in raw_parents], dtype=np.intp
+                )
+            except (KeyError, TypeError):
+                parent = None
+    if packed is None or parent is None:
+        *packed, parent = _precise(names, ordered, by_name, position, index)
+    weight, own_demand, own_guarantee, limit = packed
+
+    # Effective vectors, deepest tenants first: a parent adds up its children's.
+    depth = _depths(parent, names, by_name)
+    demand, guarantee = own_demand, own_guarantee
+    if n and depth.max() > 0:
+        demand, guarantee = own_demand.copy(), own_guarantee.copy()
+        for level in range(int(depth.max()), 0, -1):
+            kids = np.flatnonzero(depth == level)
+            up = parent[kids]
+            kid_demand, kid_guarantee = demand[kids], guarantee[kids]
+            # What a child can use: its demand cut down to its limit, or its floor if larger.
+            cut = _cut(kid_demand, limit[kids])[:, None]
+            usable = np.where(
+                cut < 1.0,
+                np.maximum(np.minimum(kid_guarantee, kid_demand), cut * kid_demand),
+                kid_demand,
             )
-            limit.append(lim)
-            if lim is not None:
-                for r, resource in enumerate(resources):
-                    if g[r] > lim[r] * (1 + _EPS):
-                        raise ProblemError(
-                            f"{owner}: guarantee[{resource!r}] ({_fmt(g[r])}) "
-                            f"exceeds limit[{resource!r}] ({_fmt(lim[r])})"
-                        )
-            parent = tenant.parent
-            if parent is not None and parent not in by_name:
-                raise ProblemError(f"{owner}: unknown parent {parent!r}")
-            parents.append(None if parent is None else position[parent])
+            np.add.at(demand, up, usable)
+            ups, slot = np.unique(up, return_inverse=True)
+            kids_guarantee = np.zeros((len(ups), n_res))
+            np.add.at(kids_guarantee, slot, kid_guarantee)
+            over = kids_guarantee > limit[ups] * (1 + _EPS)
+            if over.any():
+                k, r = (int(x[0]) for x in np.nonzero(over))
+                raise ProblemError(
+                    f"tenant {names[ups[k]]!r}: its children's guarantees of {resources[r]!r} "
+                    f"({_fmt(kids_guarantee[k, r])}) exceed its limit ({_fmt(limit[ups[k], r])})"
+                )
+            guarantee[ups] = np.maximum(own_guarantee[ups], kids_guarantee)
 
-    children: dict[int | None, list[int]]
-    if parents.count(None) == n:
-        children = {None: list(range(n))}
-        order: list[int] = []
-    else:
-        children = {None: []}
-        for i, parent in enumerate(parents):  # in name order: every list comes out sorted
-            children.setdefault(parent, []).append(i)
-        # Depth-first order from the roots; whatever is not reached sits on a cycle.
-        order = []
-        stack = children[None][::-1]
-        get = children.get
-        while stack:
-            i = stack.pop()
-            order.append(i)
-            kids = get(i)
-            if kids:
-                stack.extend(reversed(kids))
-        if len(order) != n:
-            reached = set(order)
-            start = next(name for i, name in enumerate(names) if i not in reached)
-            cycle, name = [start], by_name[start].parent
-            while name is not None and name != start and name not in cycle:
-                cycle.append(name)
-                name = by_name[name].parent
-            path = " -> ".join(repr(x) for x in [*cycle, name])
-            raise ProblemError(f"tenant {start!r}: cycle in parents ({path})")
-
-    # Effective vectors: a parent adds up its children's (children come before their parents).
-    demand = list(own_demand)
-    guarantee = list(own_guarantee)
-    for p in [i for i in reversed(order) if i in children]:
-        kids = children[p]
-        usable = [
-            demand[k]
-            if limit[k] is None
-            else list(
-                map(max, map(min, guarantee[k], demand[k]), _within_limit(demand[k], limit[k]))
-            )
-            for k in kids
-        ]
-        demand[p] = [math.fsum(col) for col in zip(own_demand[p], *usable, strict=True)]
-        # Rows of zeros add nothing to an exact sum (and fsum never returns -0.0): skip them.
-        kids_guarantee = _column_sums(
-            [guarantee[k] for k in kids if guarantee[k] is not zeros], len(resources)
-        )
-        guarantee[p] = list(map(max, own_guarantee[p], kids_guarantee))
-        lim = limit[p]
-        if lim is not None:
-            for r, resource in enumerate(resources):
-                if kids_guarantee[r] > lim[r] * (1 + _EPS):
-                    raise ProblemError(
-                        f"tenant {names[p]!r}: its children's guarantees of {resource!r} "
-                        f"({_fmt(kids_guarantee[r])}) exceed its limit ({_fmt(lim[r])})"
-                    )
-
-    guaranteed = list(compress(range(n), map(is_not, guarantee, repeat(zeros))))
-    roots = children[None]
-    if len(roots) != n:
-        guaranteed = [i for i in guaranteed if parents[i] is None]
-    totals = _column_sums([guarantee[i] for i in guaranteed], len(resources))
+    totals = guarantee[depth == 0].sum(axis=0) if n else np.zeros(n_res)
     for r, resource in enumerate(resources):
         if totals[r] > cap[r] * (1 + _EPS):
             raise ProblemError(
                 f"guarantee[{resource!r}]: sum of guarantees ({_fmt(totals[r])}) exceeds capacity "
                 f"({_fmt(cap[r])})"
             )
-
-    # The floor of a member is its guarantee, up to its demand.
-    floor = [zeros] * n
-    for i in guaranteed if len(roots) == n else range(n):
-        g = guarantee[i]
-        if g is not zeros and any(g):
-            floor[i] = list(map(min, g, demand[i]))
     return _Problem(
         resources=resources,
         capacity=cap,
@@ -1085,10 +980,10 @@ def _validate(
         weight=weight,
         demand=demand,
         own_demand=own_demand,
-        floor=floor,
+        floor=np.minimum(guarantee, demand),  # the guarantee, up to the demand
         limit=limit,
-        children=children,
-        zeros=zeros,
+        parent=parent,
+        depth=depth,
     )
 
 
