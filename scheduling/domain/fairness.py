@@ -97,7 +97,6 @@ from operator import (
     attrgetter,
     is_,
     is_not,
-    or_,
 )
 from typing import Any, TextIO
 
@@ -255,8 +254,9 @@ def _solve(problem: _Problem) -> dict[str, Allocation]:
         else:
             # Groups of siblings, by parent; a parent's own demand is a member of its group.
             up = parent[src]
-            extra = np.unique(up)
-            extra = extra[has_own[extra]]
+            is_parent = np.zeros(n, dtype=bool)
+            is_parent[up] = True
+            extra = np.flatnonzero(is_parent & has_own)
             keys = np.concatenate((up, extra))
             rows = np.concatenate((src, extra))
             order = np.lexsort((rows, keys))  # numbers follow names: row order = name order
@@ -267,7 +267,11 @@ def _solve(problem: _Problem) -> dict[str, Allocation]:
             starts = _segments(keys)
             group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(src))))
             group_cap = allocated[keys[starts]]
-        b_demand, b_weight, b_floor, b_limit = demand[src], weight[src], floor[src], limit[src]
+        if level == 0 and len(src) == n:  # every tenant is a root: no copies
+            b_demand, b_weight, b_floor, b_limit = demand, weight, floor, limit
+        else:
+            b_demand, b_weight, b_floor = demand[src], weight[src], floor[src]
+            b_limit = limit[src]
         if implicit is not None and implicit.any():
             b_demand[implicit] = own[src[implicit]]
             b_weight[implicit] = _OWN_DEMAND_WEIGHT
@@ -296,7 +300,7 @@ def _solve(problem: _Problem) -> dict[str, Allocation]:
         ]
     else:
         shares, dominant = [0.0] * n, [""] * n
-    amounts = [dict(zip(resources, row, strict=True)) for row in allocated.tolist()]
+    amounts = list(map(dict, map(zip, repeat(resources), allocated.tolist())))
     return dict(zip(names, _allocations(amounts, shares, dominant, why), strict=True))
 
 
@@ -574,35 +578,45 @@ def _fill(
 
 
 def _clamp(cap: np.ndarray, starts: np.ndarray, floor: np.ndarray, alloc: np.ndarray) -> None:
-    """Trim round-off overshoot: take what a resource sums over capacity from the largest amounts.
+    """Trim round-off overshoot so that no group's exact sum of a resource exceeds its capacity.
 
-    Groups whose (inexact) sum comes within ``1e-12`` of the capacity are summed exactly
-    (``fsum``); the overshoot is a few ulps, so it comes out of the group's largest amount above
-    its floor; if that is not enough (never seen), above-floor amounts are scaled down.
+    A computed sum of ``n`` amounts is off by at most about ``n`` units in the last place of
+    the capacity: only groups whose computed sum comes that close to the capacity are summed
+    exactly (``fsum``). An overshoot (a few ulps) comes out of the group's largest amount (first
+    by name) if it is that far above its floor; otherwise (never seen) the group's above-floor
+    amounts are scaled down.
     """
-    sums = np.add.reduceat(alloc, starts, axis=0)
+    n_res = cap.shape[1]
     ends = np.append(starts[1:], len(alloc))
+    bound = 2.0 * (ends - starts + 2) * np.finfo(float).eps
     fsum = math.fsum
-    for g, r in zip(*np.nonzero(sums > cap * (1.0 - 1e-12)), strict=True):
-        lo, hi = starts[g], ends[g]
-        column = alloc[lo:hi, r].tolist()
-        limit = float(cap[g, r])
-        over = fsum(column) - limit
-        if over <= 0.0:
+    for r in range(n_res):
+        limit = cap[:, r]
+        close = np.flatnonzero(np.add.reduceat(alloc[:, r], starts) > limit * (1.0 - bound))
+        if not len(close):
             continue
-        floors = floor[lo:hi, r].tolist()
-        biggest = column.index(max(column))
-        if column[biggest] - over >= floors[biggest]:
-            column[biggest] = column[biggest] - over
-        else:
-            above = fsum(x - f for x, f in zip(column, floors, strict=True))
-            keep = max(0.0, above - over) / above if above > 0 else 0.0
-            column = [f + (x - f) * keep for x, f in zip(column, floors, strict=True)]
-        # Guard against the last ulps left by the subtraction itself.
-        while (over := fsum(column) - limit) > 0:
-            value = column[biggest]
-            column[biggest] = max(0.0, min(math.nextafter(value, 0.0), value - over))
-        alloc[lo:hi, r] = column
+        values = alloc[:, r].tolist()
+        changed = False
+        for g in close.tolist():
+            lo, hi, room = int(starts[g]), int(ends[g]), float(limit[g])
+            over = fsum(values[lo:hi]) - room
+            if over <= 0.0:
+                continue
+            changed = True
+            part = values[lo:hi]
+            i = lo + part.index(max(part))
+            if values[i] - over >= floor[i, r]:
+                values[i] -= over
+            else:
+                floors = floor[lo:hi, r].tolist()
+                above = fsum(x - f for x, f in zip(part, floors, strict=True))
+                keep = max(0.0, above - over) / above if above > 0 else 0.0
+                values[lo:hi] = [f + (x - f) * keep for x, f in zip(part, floors, strict=True)]
+            # Guard against the last ulps left by the subtraction itself.
+            while (over := fsum(values[lo:hi]) - room) > 0:
+                values[i] = max(0.0, min(math.nextafter(values[i], 0.0), values[i] - over))
+        if changed:
+            alloc[:, r] = values
 
 
 def _round_integral(
@@ -712,36 +726,35 @@ def _cut(demand: np.ndarray, limit: np.ndarray) -> np.ndarray:
         return np.where(demand > limit, limit / demand, 1.0).min(axis=1, initial=1.0)
 
 
-def _plain_matrix(maps: list[Any], resources: list[str], fill: float) -> np.ndarray | None:
+def _plain_matrix(maps: list[Any], index: dict[str, int], fill: float) -> np.ndarray | None:
     """``maps`` as an ``(len(maps), R)`` matrix if they are dicts of known resources to plain
     finite numbers in ``[0, MAX_AMOUNT]`` (absent resources get ``fill``), else ``None``.
 
-    The fast path of :func:`_pack`: every check is column-wise (C loops).
+    The fast path of :func:`_pack`: every check is column-wise (C loops), and no object is
+    created per map.
     """
-    n_res = len(resources)
-    if not maps:
-        return np.zeros((0, n_res))
-    if set(map(type, maps)) != {dict}:
+    n = len(maps)
+    if n and set(map(type, maps)) != {dict}:
         return None
     values = list(chain.from_iterable(map(dict.values, maps)))
     if values and not set(map(type, values)) <= _PLAIN_NUMBERS:
         return None
-    checked = np.array(values, dtype=float)
-    if not (np.isfinite(checked).all() and (checked >= 0.0).all()):
+    try:
+        columns = list(map(index.__getitem__, chain.from_iterable(maps)))
+    except (KeyError, TypeError):  # an unknown resource
         return None
-    if len(checked) and checked.max() > MAX_AMOUNT:
+    amounts = np.array(values, dtype=float)
+    if not (np.isfinite(amounts).all() and (amounts >= 0.0).all()):
         return None
-    # ``defaults | d`` keeps the keys of ``defaults`` in their (sorted) order, with the values of
-    # ``d`` where it has them; an unknown resource shows as an extra key.
-    merged = list(map(or_, repeat(dict.fromkeys(resources, fill)), maps))
-    if set(map(len, merged)) != {n_res}:
+    if len(amounts) and amounts.max() > MAX_AMOUNT:
         return None
-    flat = chain.from_iterable(map(dict.values, merged))
-    return np.fromiter(flat, dtype=float, count=len(maps) * n_res).reshape(len(maps), n_res)
+    matrix = np.full((n, len(index)), fill)
+    matrix[np.repeat(np.arange(n), list(map(len, maps))), columns] = amounts
+    return matrix
 
 
 def _pack(
-    ordered: list[Tenant], resources: list[str]
+    ordered: list[Tenant], index: dict[str, int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Weights, demands, guarantees and limits (``inf`` where none) of ``ordered`` tenants.
 
@@ -749,7 +762,7 @@ def _pack(
     :func:`_validate` on these fields is checked in bulk, and ``None`` is returned if any fails
     (or anything unexpected is met), so that the per-tenant loop raises the precise error.
     """
-    n, n_res = len(ordered), len(resources)
+    n, n_res = len(ordered), len(index)
     try:
         weights = list(map(attrgetter("weight"), ordered))
         if weights and not set(map(type, weights)) <= _PLAIN_NUMBERS:
@@ -757,13 +770,13 @@ def _pack(
         weight = np.array(weights, dtype=float)
         if not (np.isfinite(weight).all() and (weight > 0.0).all()):
             return None
-        demand = _plain_matrix(list(map(attrgetter("demand"), ordered)), resources, 0.0)
+        demand = _plain_matrix(list(map(attrgetter("demand"), ordered)), index, 0.0)
         if demand is None:
             return None
         guarantee = np.zeros((n, n_res))
         some = list(compress(range(n), map(attrgetter("guarantee"), ordered)))
         if some:
-            rows = _plain_matrix([ordered[i].guarantee for i in some], resources, 0.0)
+            rows = _plain_matrix([ordered[i].guarantee for i in some], index, 0.0)
             if rows is None:
                 return None
             guarantee[some] = rows
@@ -772,7 +785,7 @@ def _pack(
             compress(range(n), map(is_not, map(attrgetter("limit"), ordered), repeat(None)))
         )
         if some:
-            rows = _plain_matrix([ordered[i].limit for i in some], resources, np.inf)
+            rows = _plain_matrix([ordered[i].limit for i in some], index, np.inf)
             if rows is None:
                 return None
             limit[some] = rows
@@ -838,6 +851,13 @@ def _precise(
     )
 
 
+def _sum_by(index: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """``(n, R)`` sums of ``rows`` by ``index`` (in row order)."""
+    if rows.shape[1] == 0:
+        return np.zeros((n, 0))
+    return np.stack([np.bincount(index, weights=col, minlength=n) for col in rows.T], axis=1)
+
+
 def _depths(parent: np.ndarray, names: list[str], by_name: dict[str, Tenant]) -> np.ndarray:
     """Depth of every tenant (roots 0); raise ProblemError if the parents form a cycle."""
     n = len(parent)
@@ -901,9 +921,9 @@ def _validate(
         given is not None
         and set(map(type, given)) <= {str}
         and all(given)
-        and len(set(given)) == len(given)
+        and len(by_name := dict(zip(given, tenants, strict=True))) == len(given)
     ):
-        by_name = dict(zip(given, tenants, strict=True))
+        pass
     else:
         by_name = {}
         for tenant in tenants:
@@ -919,7 +939,7 @@ def _validate(
     n, n_res = len(names), len(resources)
     position = dict(zip(names, range(n), strict=True))
 
-    packed = _pack(ordered, resources)
+    packed = _pack(ordered, index)
     parent = None
     if packed is not None:
         raw_parents = list(map(attrgetter("parent"), ordered))
@@ -952,10 +972,9 @@ def _validate(
                 np.maximum(np.minimum(kid_guarantee, kid_demand), cut * kid_demand),
                 kid_demand,
             )
-            np.add.at(demand, up, usable)
-            ups, slot = np.unique(up, return_inverse=True)
-            kids_guarantee = np.zeros((len(ups), n_res))
-            np.add.at(kids_guarantee, slot, kid_guarantee)
+            demand += _sum_by(up, usable, n)
+            ups = np.flatnonzero(np.bincount(up, minlength=n))
+            kids_guarantee = _sum_by(up, kid_guarantee, n)[ups]
             over = kids_guarantee > limit[ups] * (1 + _EPS)
             if over.any():
                 k, r = (int(x[0]) for x in np.nonzero(over))
