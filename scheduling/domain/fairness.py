@@ -544,12 +544,11 @@ def _fill(
         level = np.maximum(low, last)  # the saturation level of each active group
         member_level = np.repeat(level, counts)
         still = ~done
-        for r in range(n_res):
-            newly = (sat[:, r] <= level * tolerance) & np.isfinite(sat[:, r])
-            newly &= ~saturated[active_groups, r]
-            if not newly.any():
-                continue
-            saturated[active_groups[newly], r] = True
+        running_out = (sat <= (level * tolerance)[:, None]) & np.isfinite(sat)
+        running_out &= ~saturated[active_groups]
+        saturated[active_groups] |= running_out
+        for r in np.flatnonzero(running_out.any(axis=0)).tolist():
+            newly = running_out[:, r]
             on = still & np.repeat(newly, counts) & (a[:, r] > 0.0)
             if not on.any():
                 continue
@@ -580,43 +579,67 @@ def _fill(
 def _clamp(cap: np.ndarray, starts: np.ndarray, floor: np.ndarray, alloc: np.ndarray) -> None:
     """Trim round-off overshoot so that no group's exact sum of a resource exceeds its capacity.
 
-    A computed sum of ``n`` amounts is off by at most about ``n`` units in the last place of
-    the capacity: only groups whose computed sum comes that close to the capacity are summed
-    exactly (``fsum``). An overshoot (a few ulps) comes out of the group's largest amount (first
-    by name) if it is that far above its floor; otherwise (never seen) the group's above-floor
-    amounts are scaled down.
+    Each group's sum is computed in extended precision (``np.longdouble``: off by at most ``n``
+    of its units in the last place; where it is no wider than a float, the bound is simply
+    wider). Where the sum is surely above the capacity, the overshoot (plus twice the error
+    bound and an ulp: a few ulps of the capacity) comes out of the group's largest amount, first
+    by name; where it is too close to tell, or the largest amount is not that far above its
+    floor, the group is handled exactly by :func:`_trim` (``fsum``).
     """
-    n_res = cap.shape[1]
+    n_groups, n_res = cap.shape
     ends = np.append(starts[1:], len(alloc))
-    bound = 2.0 * (ends - starts + 2) * np.finfo(float).eps
-    fsum = math.fsum
+    sizes = ends - starts
+    tolerance = (sizes + 2) * np.finfo(np.longdouble).eps
+    rows = np.arange(len(alloc))
+    group = None
     for r in range(n_res):
+        column = alloc[:, r]
         limit = cap[:, r]
-        close = np.flatnonzero(np.add.reduceat(alloc[:, r], starts) > limit * (1.0 - bound))
-        if not len(close):
-            continue
-        values = alloc[:, r].tolist()
-        changed = False
-        for g in close.tolist():
-            lo, hi, room = int(starts[g]), int(ends[g]), float(limit[g])
-            over = fsum(values[lo:hi]) - room
-            if over <= 0.0:
-                continue
-            changed = True
-            part = values[lo:hi]
-            i = lo + part.index(max(part))
-            if values[i] - over >= floor[i, r]:
-                values[i] -= over
-            else:
-                floors = floor[lo:hi, r].tolist()
-                above = fsum(x - f for x, f in zip(part, floors, strict=True))
-                keep = max(0.0, above - over) / above if above > 0 else 0.0
-                values[lo:hi] = [f + (x - f) * keep for x, f in zip(part, floors, strict=True)]
-            # Guard against the last ulps left by the subtraction itself.
-            while (over := fsum(values[lo:hi]) - room) > 0:
-                values[i] = max(0.0, min(math.nextafter(values[i], 0.0), values[i] - over))
-        if changed:
-            alloc[:, r] = values
+        gap = np.add.reduceat(column.astype(np.longdouble), starts) - limit
+        error = tolerance * limit  # bound on the error of ``gap``
+        unsure = (np.abs(gap) <= error) & (limit > 0.0)
+        over = (gap > 0) & ~unsure
+        if over.any():
+            if group is None:
+                group = np.repeat(np.arange(n_groups), sizes)
+            biggest = np.maximum.reduceat(column, starts)
+            first = np.where(column == biggest[group], rows, len(alloc))
+            first = np.minimum.reduceat(first, starts)
+            # Twice the error bound more, and one ulp for the rounding of the subtraction: the
+            # exact sum ends below the capacity.
+            excess = (gap + 2.0 * error).astype(float)
+            trimmed = np.nextafter(column[first] - excess, 0.0)
+            fits = over & (trimmed >= floor[first, r])
+            column[first[fits]] = trimmed[fits]
+            unsure |= over & ~fits
+        for g in np.flatnonzero(unsure).tolist():
+            lo, hi = int(starts[g]), int(ends[g])
+            _trim(column[lo:hi], floor[lo:hi, r], float(limit[g]))
+
+
+def _trim(column: np.ndarray, floor: np.ndarray, cap: float) -> None:
+    """Make the exact (``fsum``) sum of ``column`` at most ``cap``, in place.
+
+    The overshoot comes out of the largest amount (first by name) if it is that far above its
+    floor; otherwise the above-floor amounts are scaled down.
+    """
+    fsum = math.fsum
+    values = column.tolist()
+    over = fsum(values) - cap
+    if over <= 0.0:
+        return
+    i = values.index(max(values))
+    if values[i] - over >= floor[i]:
+        values[i] -= over
+    else:
+        floors = floor.tolist()
+        above = fsum(x - f for x, f in zip(values, floors, strict=True))
+        keep = max(0.0, above - over) / above if above > 0 else 0.0
+        values = [f + (x - f) * keep for x, f in zip(values, floors, strict=True)]
+    # Guard against the last ulps left by the subtraction itself.
+    while (over := fsum(values) - cap) > 0:
+        values[i] = max(0.0, min(math.nextafter(values[i], 0.0), values[i] - over))
+    column[:] = values
 
 
 def _round_integral(
