@@ -92,9 +92,10 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from itertools import chain, compress, repeat
+from itertools import chain, compress, islice, repeat
 from operator import (
     attrgetter,
+    eq,
     is_,
     is_not,
 )
@@ -295,9 +296,8 @@ def _solve(problem: _Problem) -> dict[str, Allocation]:
         share = quotients.max(axis=1)
         first = quotients.argmax(axis=1)
         shares = share.tolist()
-        dominant = [
-            resources[r] if s > 0.0 else "" for r, s in zip(first.tolist(), shares, strict=True)
-        ]
+        named = [*resources, ""]  # nothing used: no dominant resource
+        dominant = list(map(named.__getitem__, np.where(share > 0.0, first, n_res).tolist()))
     else:
         shares, dominant = [0.0] * n, [""] * n
     amounts = list(map(dict, map(zip, repeat(resources), allocated.tolist())))
@@ -820,17 +820,14 @@ def _pack(
 
 
 def _precise(
-    names: list[str],
-    ordered: list[Tenant],
-    by_name: dict[str, Tenant],
-    position: dict[str, int],
-    index: dict[str, int],
+    names: list[str], ordered: list[Tenant], index: dict[str, int]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The per-tenant checks, in name order: the first fault raises its own message.
 
     Return (weight, demand, guarantee, limit, parent) as :func:`_pack` and :func:`_parents` do.
     """
     resources = sorted(index, key=index.__getitem__)
+    position = dict(zip(names, range(len(names)), strict=True))
     weight, demand, guarantee, limit, parents = [], [], [], [], []
     inf_row = [math.inf] * len(resources)
     for name, tenant in zip(names, ordered, strict=True):
@@ -861,7 +858,7 @@ def _precise(
                     f"exceeds limit[{resource!r}] ({_fmt(lim[r])})"
                 )
         parent = tenant.parent
-        if parent is not None and (not isinstance(parent, str) or parent not in by_name):
+        if parent is not None and (not isinstance(parent, str) or parent not in position):
             raise ProblemError(f"{owner}: unknown parent {parent!r}")
         parents.append(-1 if parent is None else position[parent])
     n_res = len(resources)
@@ -881,7 +878,7 @@ def _sum_by(index: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
     return np.stack([np.bincount(index, weights=col, minlength=n) for col in rows.T], axis=1)
 
 
-def _depths(parent: np.ndarray, names: list[str], by_name: dict[str, Tenant]) -> np.ndarray:
+def _depths(parent: np.ndarray, names: list[str], ordered: list[Tenant]) -> np.ndarray:
     """Depth of every tenant (roots 0); raise ProblemError if the parents form a cycle."""
     n = len(parent)
     depth = np.zeros(n, dtype=np.intp)
@@ -901,6 +898,7 @@ def _depths(parent: np.ndarray, names: list[str], by_name: dict[str, Tenant]) ->
         return depth
     # On a cycle: name it, starting from the first tenant (by name) that never reaches a root.
     start = names[int(np.flatnonzero(jump >= 0)[0])]
+    by_name = dict(zip(names, ordered, strict=True))
     cycle, name = [start], by_name[start].parent
     while name is not None and name != start and name not in cycle:
         cycle.append(name)
@@ -935,20 +933,16 @@ def _validate(
         integral_idx.append(index[resource])
 
     tenants = tenants if type(tenants) is list else list(tenants)
-    given = (
-        list(map(attrgetter("name"), tenants))
-        if all(map(isinstance, tenants, repeat(Tenant)))
-        else None
-    )
-    if (
-        given is not None
-        and set(map(type, given)) <= {str}
-        and all(given)
-        and len(by_name := dict(zip(given, tenants, strict=True))) == len(given)
-    ):
-        pass
-    else:
-        by_name = {}
+    ordered = None
+    if all(map(isinstance, tenants, repeat(Tenant))):
+        given = list(map(attrgetter("name"), tenants))
+        if set(map(type, given)) <= {str} and all(given):
+            ordered = sorted(tenants, key=attrgetter("name"))
+            names = list(map(attrgetter("name"), ordered))
+            if any(map(eq, names, islice(names, 1, None))):  # a duplicate: named below
+                ordered = None
+    if ordered is None:
+        by_name: dict[str, Tenant] = {}
         for tenant in tenants:
             if not isinstance(tenant, Tenant):
                 raise ProblemError(f"tenants must be Tenant objects, got {tenant!r}")
@@ -957,10 +951,9 @@ def _validate(
             if tenant.name in by_name:
                 raise ProblemError(f"tenant {tenant.name!r}: duplicate name")
             by_name[tenant.name] = tenant
-    names = sorted(by_name)
-    ordered = list(map(by_name.__getitem__, names))
+        names = sorted(by_name)
+        ordered = list(map(by_name.__getitem__, names))
     n, n_res = len(names), len(resources)
-    position = dict(zip(names, range(n), strict=True))
 
     packed = _pack(ordered, index)
     parent = None
@@ -969,6 +962,7 @@ def _validate(
         if all(map(is_, raw_parents, repeat(None))):
             parent = np.full(n, -1, dtype=np.intp)
         else:
+            position = dict(zip(names, range(n), strict=True))
             try:
                 parent = np.array(
                     [-1 if p is None else position[p] for p in raw_parents], dtype=np.intp
@@ -976,11 +970,11 @@ def _validate(
             except (KeyError, TypeError):
                 parent = None
     if packed is None or parent is None:
-        *packed, parent = _precise(names, ordered, by_name, position, index)
+        *packed, parent = _precise(names, ordered, index)
     weight, own_demand, own_guarantee, limit = packed
 
     # Effective vectors, deepest tenants first: a parent adds up its children's.
-    depth = _depths(parent, names, by_name)
+    depth = _depths(parent, names, ordered)
     demand, guarantee = own_demand, own_guarantee
     if n and depth.max() > 0:
         demand, guarantee = own_demand.copy(), own_guarantee.copy()
