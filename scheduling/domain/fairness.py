@@ -436,7 +436,11 @@ def _fill(
     saturated = np.zeros((n_groups, n_res), dtype=bool)
     alive = np.flatnonzero(growing)
     tolerance = 1.0 + _EPS
+    resort = True
     while len(alive):
+        if resort:  # by group, then end level: the events of a round come nearly sorted
+            alive = alive[np.lexsort((end[alive], group[alive]))]
+            resort = False
         g = group[alive]
         seg = _segments(g)
         active_groups = g[seg]
@@ -462,36 +466,33 @@ def _fill(
         ev_kind = np.concatenate(
             (np.zeros(n_g, np.int8), np.ones(n_a, np.int8), np.full(n_p, 2, np.int8))
         )
-        d_slope = np.zeros((n_g + n_a + n_p, n_res))
-        d_const = np.zeros((n_g + n_a + n_p, n_res))
-        d_count = np.zeros((n_g + n_a + n_p, n_res), dtype=np.int64)  # ramps started - ended
-        d_slope[n_g : n_g + n_a] = -ramp_a
-        d_const[n_g : n_g + n_a] = ramp_a * e[:, None]
-        d_count[n_g : n_g + n_a] = -ramp.astype(np.int64)
+        # Per event and resource, in one matrix (one reordering): the change of slope, of the
+        # number of ramps in progress (exact in floats), and of the constant.
+        delta = np.zeros((n_g + n_a + n_p, 3 * n_res))
+        delta[n_g : n_g + n_a, :n_res] = -ramp_a
+        delta[n_g : n_g + n_a, n_res : 2 * n_res] = np.negative(ramp, dtype=float)
+        delta[n_g : n_g + n_a, 2 * n_res :] = ramp_a * e[:, None]
         if n_p:
             rows = np.arange(n_g + n_a, n_g + n_a + n_p)
-            d_slope[rows, p_res] = a[p_row, p_res]
-            d_const[rows, p_res] = -a[p_row, p_res] * b[p_row, p_res]
-            d_count[rows, p_res] = 1
-        order = np.lexsort((ev_kind, ev_level, ev_group))
-        ev_group, ev_level = ev_group[order], ev_level[order]
-        d_slope, d_const, d_count = d_slope[order], d_const[order], d_count[order]
+            delta[rows, p_res] = a[p_row, p_res]
+            delta[rows, n_res + p_res] = 1.0
+            delta[rows, 2 * n_res + p_res] = -a[p_row, p_res] * b[p_row, p_res]
+        order = np.lexsort((ev_kind, ev_level, ev_group))  # nearly sorted already
+        ev_group, ev_level, delta = ev_group[order], ev_level[order], delta[order]
         first = _segments(ev_group)  # the start row of each active group comes first
         n_ev = len(ev_level)
         group_end = np.repeat(np.append(first[1:], n_ev), np.diff(np.append(first, n_ev)))
         # Slope after each event: the slopes of the ramps ending later in the group minus those
         # starting later (suffix sums, so that the slope of the last ramps is not a difference
         # of large totals); constant after each event: a prefix sum within the group.
-        suffix = np.zeros((n_ev + 1, n_res))
-        suffix[:n_ev] = np.cumsum(d_slope[::-1], axis=0)[::-1]
-        slope_after = suffix[group_end] - suffix[1:]
+        suffix = np.zeros((n_ev + 1, 2 * n_res))
+        suffix[:n_ev] = np.cumsum(delta[::-1, : 2 * n_res], axis=0)[::-1]
+        after = suffix[group_end] - suffix[1:]
+        slope_after = after[:, :n_res]
         # The sums run across groups, so a slope that is zero (no ramp left) can come out as a
         # few ulps of the later groups' sums: the exact count of ramps in progress says when.
-        counts_suffix = np.zeros((n_ev + 1, n_res), dtype=np.int64)
-        counts_suffix[:n_ev] = np.cumsum(d_count[::-1], axis=0)[::-1]
-        in_progress = counts_suffix[group_end] - counts_suffix[1:]
-        slope_after[in_progress <= 0] = 0.0
-        prefix = np.cumsum(d_const, axis=0)
+        slope_after[after[:, n_res:] < 0.5] = 0.0
+        prefix = np.cumsum(delta[:, 2 * n_res :], axis=0)
         prefix_before = np.zeros((n_ev + 1, n_res))
         prefix_before[1:] = prefix
         const_after = const[np.repeat(np.arange(n_g), np.diff(np.append(first, n_ev)))] + (
@@ -570,6 +571,7 @@ def _fill(
                 )
                 end[ids[sooner]] = bp[sooner]
                 end_code[ids[sooner]] = 2 + r
+                resort = resort or bool(sooner.any())
         now[active_groups] = np.where(np.isfinite(level), level, now[active_groups])
         alive = alive[still]
     _clamp(cap, starts, floor, alloc)
