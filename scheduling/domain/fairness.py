@@ -427,11 +427,25 @@ def _fill(
         breakpoint = np.where(held, floor / np.where(held, slope, 1.0), 0.0)
 
     # In shares of the group's capacity (zero-capacity resources have no growing component).
-    unit = np.where(cap > 0.0, cap, 1.0)[group]
-    slope_n = slope / unit
-    base = floor.copy()  # amounts so far: floors, then the frozen members' allocations
-    base_n = base / unit
-    alloc = base
+    unit = np.where(cap > 0.0, cap, 1.0)
+    slope_n = slope / unit[group]
+    floors_held = bool(held.any())  # without them every ramp starts at level 0
+    consumed = np.add.reduceat(floor, starts, axis=0)  # floors, then the frozen members' amounts
+    at_target = np.zeros(m, dtype=bool)  # frozen at the target (demand or limit met)
+    stop = np.zeros(m)  # freezing level of the other frozen members
+
+    def freeze(ids: np.ndarray, levels: np.ndarray | None) -> None:
+        """Freeze members ``ids`` (grouped): at their target, or at ``levels``."""
+        if levels is None:
+            at_target[ids] = True
+            amounts = np.maximum(floor[ids], targets[ids])
+        else:
+            stop[ids] = levels
+            amounts = np.maximum(floor[ids], slope[ids] * levels[:, None])
+        by = group[ids]
+        seg = _segments(by)
+        consumed[by[seg]] += np.add.reduceat(amounts - floor[ids], seg, axis=0)
+
     now = np.zeros(n_groups)  # the water level of each group
     saturated = np.zeros((n_groups, n_res), dtype=bool)
     alive = np.flatnonzero(growing)
@@ -440,29 +454,30 @@ def _fill(
     while len(alive):
         if resort:  # by group, then end level: the events of a round come nearly sorted
             alive = alive[np.lexsort((end[alive], group[alive]))]
+            a = slope_n[alive]
+            b = breakpoint[alive] if floors_held else None
             resort = False
         g = group[alive]
         seg = _segments(g)
         active_groups = g[seg]
         counts = np.diff(np.append(seg, len(alive)))
-        a = slope_n[alive]
-        b = breakpoint[alive]
         e = end[alive]
-        level0 = now[g]
-        ramp = (a > 0.0) & (b < e[:, None])
-        started = ramp & (b <= level0[:, None])
-        pending = ramp & ~started
-        # Consumption at level L >= level0: const + sum of a * (clip(L, b, e) - b) over ramps.
-        const = np.add.reduceat(base_n, starts, axis=0)[active_groups]
-        if started.any() and b.any():
+        # Consumption at level L >= now: const + sum of a * (clip(L, b, e) - b) over ramps.
+        const = consumed[active_groups] / unit[active_groups]
+        if b is None:
+            ramp = a > 0.0
+            p_row = p_res = np.zeros(0, dtype=np.intp)
+        else:
+            ramp = (a > 0.0) & (b < e[:, None])
+            started = ramp & (b <= now[g][:, None])
             const -= np.add.reduceat(np.where(started, a * b, 0.0), seg, axis=0)
+            p_row, p_res = np.nonzero(ramp & ~started)
         ramp_a = np.where(ramp, a, 0.0)
-        p_row, p_res = np.nonzero(pending)
         n_a, n_p = len(alive), len(p_row)
         n_g = len(active_groups)
         # Events: one start row per group (its level), the members' ends, the pending starts.
         ev_group = np.concatenate((active_groups, g, g[p_row]))
-        ev_level = np.concatenate((now[active_groups], e, b[p_row, p_res]))
+        ev_level = np.concatenate((now[active_groups], e, b[p_row, p_res] if n_p else p_row))
         ev_kind = np.concatenate(
             (np.zeros(n_g, np.int8), np.ones(n_a, np.int8), np.full(n_p, 2, np.int8))
         )
@@ -526,14 +541,11 @@ def _fill(
         last = now[active_groups].copy()
         if done.any():
             ids = alive[done]
-            lv = e[done]
             met = end_code[ids] < 2
-            rows_met, rows_bp = ids[met], ids[~met]
-            alloc[rows_met] = np.maximum(floor[rows_met], targets[rows_met])
-            alloc[rows_bp] = np.maximum(floor[rows_bp], slope[rows_bp] * lv[~met, None])
-            base_n[ids] = alloc[ids] / unit[ids]
+            freeze(ids[met], None)
+            freeze(ids[~met], e[done][~met])
             code[ids] = end_code[ids]
-            np.maximum.at(last, np.searchsorted(active_groups, g[done]), lv)
+            np.maximum.at(last, np.searchsorted(active_groups, g[done]), e[done])
         if n_p:
             applied = b[p_row, p_res] <= member_bound[p_row]
             if applied.any():
@@ -549,18 +561,17 @@ def _fill(
         running_out &= ~saturated[active_groups]
         saturated[active_groups] |= running_out
         for r in np.flatnonzero(running_out.any(axis=0)).tolist():
-            newly = running_out[:, r]
-            on = still & np.repeat(newly, counts) & (a[:, r] > 0.0)
+            on = still & np.repeat(running_out[:, r], counts) & (a[:, r] > 0.0)
             if not on.any():
                 continue
-            drawing = on & (b[:, r] <= member_bound)
-            ids = alive[drawing]
-            if len(ids):
-                lv = member_level[drawing]
-                alloc[ids] = np.maximum(floor[ids], slope[ids] * lv[:, None])
-                base_n[ids] = alloc[ids] / unit[ids]
+            drawing = on if b is None else on & (b[:, r] <= member_bound)
+            if drawing.any():
+                ids = alive[drawing]
+                freeze(ids, member_level[drawing])
                 code[ids] = 2 + r
                 still &= ~drawing
+            if b is None:
+                continue
             # Held up by the floor on r: they grow until their breakpoint for r, and stop there.
             waiting = on & ~drawing
             if waiting.any():
@@ -573,7 +584,11 @@ def _fill(
                 end_code[ids[sooner]] = 2 + r
                 resort = resort or bool(sooner.any())
         now[active_groups] = np.where(np.isfinite(level), level, now[active_groups])
-        alive = alive[still]
+        alive, a = alive[still], a[still]
+        if b is not None:
+            b = b[still]
+    # Members that never grew keep their floor (their slopes are 0).
+    alloc = np.maximum(floor, np.where(at_target[:, None], targets, slope * stop[:, None]))
     _clamp(cap, starts, floor, alloc)
     return alloc, code, targets
 
