@@ -493,21 +493,22 @@ def _fill(
             delta[rows, n_res + p_res] = 1.0
             delta[rows, 2 * n_res + p_res] = -a[p_row, p_res] * b[p_row, p_res]
         order = np.lexsort((ev_kind, ev_level, ev_group))  # nearly sorted already
-        ev_group, ev_level, delta = ev_group[order], ev_level[order], delta[order]
+        ev_group, ev_level = ev_group[order], ev_level[order]
         first = _segments(ev_group)  # the start row of each active group comes first
         n_ev = len(ev_level)
         group_end = np.repeat(np.append(first[1:], n_ev), np.diff(np.append(first, n_ev)))
         # Slope after each event: the slopes of the ramps ending later in the group minus those
         # starting later (suffix sums, so that the slope of the last ramps is not a difference
-        # of large totals); constant after each event: a prefix sum within the group.
-        suffix = np.zeros((n_ev + 1, 2 * n_res))
-        suffix[:n_ev] = np.cumsum(delta[::-1, : 2 * n_res], axis=0)[::-1]
-        after = suffix[group_end] - suffix[1:]
+        # of large totals); constant after each event: a prefix sum within the group. The
+        # suffix sums run over the events gathered in reverse: backwards[j] sums the last j.
+        backwards = np.zeros((n_ev + 1, 2 * n_res))
+        np.cumsum(delta[order[::-1], : 2 * n_res], axis=0, out=backwards[1:])
+        after = backwards[n_ev - group_end] - backwards[n_ev - 1 - np.arange(n_ev)]
         slope_after = after[:, :n_res]
         # The sums run across groups, so a slope that is zero (no ramp left) can come out as a
         # few ulps of the later groups' sums: the exact count of ramps in progress says when.
         slope_after[after[:, n_res:] < 0.5] = 0.0
-        prefix = np.cumsum(delta[:, 2 * n_res :], axis=0)
+        prefix = np.cumsum(delta[order, 2 * n_res :], axis=0)
         prefix_before = np.zeros((n_ev + 1, n_res))
         prefix_before[1:] = prefix
         const_after = const[np.repeat(np.arange(n_g), np.diff(np.append(first, n_ev)))] + (
