@@ -32,21 +32,29 @@ stopped, when the first of these happens:
   this is exactly "a resource with a positive demand component is exhausted". A tenant demanding a
   resource of zero capacity is saturated at once.
 
-Algorithm (event-driven, ``O(n R log(n R))``)
-------------------------------------------
-Resource consumption is piecewise linear in ``L``: ``used[r](L) = A[r] + S[r] * L`` between
-events, where ``A`` holds frozen amounts and floors not yet overtaken and ``S`` the slopes of the
-active components. Tenant events (breakpoints and demand/limit levels) are sorted once; the sweep
-applies them in order while no resource saturates first. The saturation level of ``r`` is
-``(C[r] - A[r]) / S[r]``; breakpoints only make it earlier and caps only later, so a lower bound is
-kept and the exact minimum over resources is recomputed only when the next event passes that bound.
-When a resource saturates, the tenants actively drawing on it freeze (each tenant freezes once, each
-resource saturates once). Per-member quantities are kept in columns (one list per resource) and
-combined with ``map``, ``compress`` and ``fsum`` so that loops over members run in C; exact sums
-(``fsum``) do not depend on the order of their terms, so batching them changes nothing. Float
-round-off is absorbed with a relative tolerance of ``1e-9`` (a tenant reaching its demand at the
-same level as a saturation counts as ``demand-met``) and a
-final clamp that trims above-floor amounts if a sum ends a few ulps over capacity.
+Algorithm (rounds of sorted ramps, ``O(R n log n)``)
+----------------------------------------------------
+Consumption of a resource is piecewise linear in ``L`` and never decreases: every growing component
+is a *ramp* ``a * (clip(L, b, e) - b)`` on top of the floor, with slope ``a = w * d[r] / s``, start
+``b`` (its breakpoint) and end ``e`` (the tenant's demand or limit level). The filling runs in
+rounds. In a round, the ramps' ends and pending starts are sorted once (they come nearly sorted:
+tenants are kept in order of their end level); cumulative sums over them give the constant and the
+slope of every segment, hence the exact level at which each resource runs out. Tenants whose end
+comes first (or within the relative tolerance ``1e-9``: reaching the demand as a resource runs out
+counts as ``demand-met``) freeze at their end; at the lowest saturation level, the tenants drawing
+on a saturated resource freeze, and tenants held up on it by their floor end at their breakpoint
+for it. A round either saturates one more resource or lets every tenant reach its end, so there
+are at most ``R + 1`` rounds, each ``O(n R)`` after an ``O(n log n)`` sort of nearly sorted keys.
+
+All sibling groups of one depth of the hierarchy are filled in the same rounds: the arrays are
+grouped, and every sum, search and saturation is per group. While filling, amounts are measured in
+shares of their group's capacity, so that the groups' sums are of one magnitude; slopes that are
+exactly zero (no ramp in progress) are recognised by an exact count rather than by a sum that
+runs across groups. A final clamp decides in extended precision (exactly with ``fsum`` where that
+cannot tell) whether a group's sum ends a few ulps over its capacity, and trims it.
+
+The arithmetic is vectorised with NumPy: pure computation on arrays, no I/O. Validation and
+the result (one ``dict`` and :class:`Allocation` per tenant) are plain Python.
 
 Hierarchy (H-DRF, solved top-down)
 ----------------------------------
@@ -88,6 +96,7 @@ import gc
 import json
 import math
 import sys
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -980,11 +989,15 @@ def _validate(
         if all(map(is_, raw_parents, repeat(None))):
             parent = np.full(n, -1, dtype=np.intp)
         else:
-            position = dict(zip(names, range(n), strict=True))
+            # Few distinct parents: find each in the sorted names (unknown ones: precise path).
+            position: dict[str | None, int] = {None: -1}
             try:
-                parent = np.array(
-                    [-1 if p is None else position[p] for p in raw_parents], dtype=np.intp
-                )
+                for p in set(raw_parents) - {None}:
+                    i = bisect_left(names, p)
+                    if i == n or names[i] != p:
+                        raise KeyError(p)
+                    position[p] = i
+                parent = np.array(list(map(position.__getitem__, raw_parents)), dtype=np.intp)
             except (KeyError, TypeError):
                 parent = None
     if packed is None or parent is None:
