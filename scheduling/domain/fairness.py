@@ -459,13 +459,12 @@ def _fill(
     saturated = np.zeros((n_groups, n_res), dtype=bool)
     alive = np.flatnonzero(growing)
     tolerance = 1.0 + _EPS
-    resort = True
+    # By group, then end level: the events of every round come nearly sorted (a member's end
+    # only ever moves earlier, for members held up by a floor).
+    alive = alive[np.lexsort((end[alive], group[alive]))]
+    a = slope_n[alive]
+    b = breakpoint[alive] if floors_held else None
     while len(alive):
-        if resort:  # by group, then end level: the events of a round come nearly sorted
-            alive = alive[np.lexsort((end[alive], group[alive]))]
-            a = slope_n[alive]
-            b = breakpoint[alive] if floors_held else None
-            resort = False
         g = group[alive]
         seg = _segments(g)
         active_groups = g[seg]
@@ -505,14 +504,19 @@ def _fill(
         ev_group, ev_level = ev_group[order], ev_level[order]
         first = _segments(ev_group)  # the start row of each active group comes first
         n_ev = len(ev_level)
-        group_end = np.repeat(np.append(first[1:], n_ev), np.diff(np.append(first, n_ev)))
+        after_group = np.append(first[1:], n_ev)  # one past each group's last event
+        sizes = after_group - first
         # Slope after each event: the slopes of the ramps ending later in the group minus those
         # starting later (suffix sums, so that the slope of the last ramps is not a difference
         # of large totals); constant after each event: a prefix sum within the group. The
         # suffix sums run over the events gathered in reverse: backwards[j] sums the last j.
         backwards = np.zeros((n_ev + 1, 2 * n_res))
         np.cumsum(delta[order[::-1], : 2 * n_res], axis=0, out=backwards[1:])
-        after = backwards[n_ev - group_end] - backwards[n_ev - 1 - np.arange(n_ev)]
+        later = backwards[n_ev - 1 :: -1]  # later[k]: the events from k on
+        if n_g == 1:  # nothing after the group
+            after = np.negative(later)
+        else:
+            after = np.repeat(backwards[n_ev - after_group], sizes, axis=0) - later
         slope_after = after[:, :n_res]
         # The sums run across groups, so a slope that is zero (no ramp left) can come out as a
         # few ulps of the later groups' sums: the exact count of ramps in progress says when.
@@ -520,11 +524,9 @@ def _fill(
         prefix = np.cumsum(delta[order, 2 * n_res :], axis=0)
         prefix_before = np.zeros((n_ev + 1, n_res))
         prefix_before[1:] = prefix
-        const_after = const[np.repeat(np.arange(n_g), np.diff(np.append(first, n_ev)))] + (
-            prefix - prefix_before[np.repeat(first, np.diff(np.append(first, n_ev)))]
-        )
+        const_after = prefix + np.repeat(const - prefix_before[first], sizes, axis=0)
         next_level = np.append(ev_level[1:], np.inf)
-        next_level[group_end - 1] = np.inf
+        next_level[after_group - 1] = np.inf
         with np.errstate(invalid="ignore", over="ignore"):
             used_next = const_after + slope_after * next_level[:, None]
         crossed = (slope_after > 0.0) & (used_next >= 1.0)
@@ -592,7 +594,6 @@ def _fill(
                 )
                 end[ids[sooner]] = bp[sooner]
                 end_code[ids[sooner]] = 2 + r
-                resort = resort or bool(sooner.any())
         now[active_groups] = np.where(np.isfinite(level), level, now[active_groups])
         alive, a = alive[still], a[still]
         if b is not None:
