@@ -287,7 +287,9 @@ def _solve(problem: _Problem) -> dict[str, Allocation]:
             b_weight[implicit] = _OWN_DEMAND_WEIGHT
             b_floor[implicit] = 0.0
             b_limit[implicit] = np.inf
-        x, why, targets = _fill(group_cap, group, starts, b_demand, b_weight, b_floor, b_limit)
+        x, why, targets = _fill(
+            group_cap, group, starts, b_demand, b_weight, b_floor, b_limit, problem.integral
+        )
         if problem.integral:
             _round_integral(group_cap, group, starts, problem.integral, targets, x)
         if implicit is not None and implicit.any():
@@ -364,15 +366,17 @@ def _fill(
     weight: np.ndarray,
     floor: np.ndarray,
     limit: np.ndarray,
+    integral: list[int],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fill groups of members, each against its own capacity; return (allocs, codes, targets).
 
     ``cap`` is ``(G, R)``: one capacity vector per group. Rows (members) are grouped: ``group``
     (nondecreasing) gives each row's group, ``starts`` each group's first row, and within a
     group rows are in name order (row order breaks ties). ``demand``, ``floor`` (the guarantee
-    up to the demand) and ``limit`` (``inf`` where none) are ``(m, R)``, ``weight`` is ``(m,)``.
-    Return the ``(m, R)`` allocations, reason codes (0 demand-met, 1 limit, ``2 + r`` saturated
-    on resource ``r``) and targets (the demand cut down to the limit along the demand vector).
+    up to the demand) and ``limit`` (``inf`` where none) are ``(m, R)``, ``weight`` is ``(m,)``;
+    ``integral`` lists the resources the caller rounds next. Return the ``(m, R)`` allocations,
+    reason codes (0 demand-met, 1 limit, ``2 + r`` saturated on resource ``r``) and targets (the
+    demand cut down to the limit along the demand vector).
 
     Steps:
     1. Count floors as consumption (scaled down to fit if a rounded parent allocation is smaller
@@ -389,7 +393,8 @@ def _fill(
        group, the members drawing on a saturated resource freeze, and members still held up on it
        by their floor end at their breakpoint for it. Every round either saturates one more
        resource in each group still growing, or lets all of its members reach their end.
-    4. Clamp round-off overshoot above the capacity.
+    4. Clamp round-off overshoot above the capacity (except on integral resources, whose
+       rounding keeps them within it).
 
     Consumption is measured in shares of each group's capacity while filling (every group's sums
     are of the same magnitude, so one cumulative sum serves all groups); amounts are evaluated
@@ -600,11 +605,14 @@ def _fill(
             b = b[still]
     # Members that never grew keep their floor (their slopes are 0).
     alloc = np.maximum(floor, np.where(at_target[:, None], targets, slope * stop[:, None]))
-    _clamp(cap, starts, floor, alloc)
+    # Integral resources are rounded next, never above the capacity: only the others are clamped.
+    _clamp(cap, starts, floor, alloc, [r for r in range(n_res) if r not in integral])
     return alloc, code, targets
 
 
-def _clamp(cap: np.ndarray, starts: np.ndarray, floor: np.ndarray, alloc: np.ndarray) -> None:
+def _clamp(
+    cap: np.ndarray, starts: np.ndarray, floor: np.ndarray, alloc: np.ndarray, columns: list[int]
+) -> None:
     """Trim round-off overshoot so that no group's exact sum of a resource exceeds its capacity.
 
     Each group's sum is computed in extended precision (``np.longdouble``: off by at most ``n``
@@ -614,13 +622,13 @@ def _clamp(cap: np.ndarray, starts: np.ndarray, floor: np.ndarray, alloc: np.nda
     by name; where it is too close to tell, or the largest amount is not that far above its
     floor, the group is handled exactly by :func:`_trim` (``fsum``).
     """
-    n_groups, n_res = cap.shape
+    n_groups = cap.shape[0]
     ends = np.append(starts[1:], len(alloc))
     sizes = ends - starts
     tolerance = (sizes + 2) * np.finfo(np.longdouble).eps
     rows = np.arange(len(alloc))
     group = None
-    for r in range(n_res):
+    for r in columns:
         column = alloc[:, r]
         limit = cap[:, r]
         gap = np.add.reduceat(column.astype(np.longdouble), starts) - limit
