@@ -132,10 +132,6 @@ SATURATED_PREFIX = "saturated:"
 _EPS = 1e-9
 # Weight of a parent's own demand when it competes with the parent's children.
 _OWN_DEMAND_WEIGHT = 1.0
-# Tenants per chunk of the final share computation (its temporaries stay in cache).
-_CHUNK = 2048
-# Placeholder vector (allocations not computed yet).
-_NO_SLOPE: list[float] = []
 
 
 class ProblemError(ValueError):
@@ -342,13 +338,6 @@ _ALLOCATION_SLOTS = tuple(
 
 
 # ---------------------------------------------------------------- filling
-
-
-def _column_sums(rows: list[list[float]], n_res: int) -> list[float]:
-    """Exact (``fsum``) sum of each column of ``rows``."""
-    if not rows:
-        return [0.0] * n_res
-    return list(map(math.fsum, zip(*rows, strict=True)))
 
 
 def _segments(keys: np.ndarray) -> np.ndarray:
