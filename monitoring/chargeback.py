@@ -45,6 +45,7 @@ second, small run over the records summed by resource (the same exact sums).
 from __future__ import annotations
 
 import gc
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -280,6 +281,12 @@ def _segment_number(segments: list[tuple[datetime, datetime]]):
     )
 
 
+def _postgres(using: str) -> bool:
+    """Whether the PostgreSQL fast paths apply (``width_bucket``, ``unnest``, exact ``numeric``
+    sums); every other database takes the portable path, which gives the same figures."""
+    return connections[using].vendor == "postgresql"
+
+
 def _more_work_mem(using: str) -> None:
     """``SET LOCAL work_mem`` for the summing queries (ends with the caller's transaction).
 
@@ -287,7 +294,7 @@ def _more_work_mem(using: str) -> None:
     sums of a month of daily rows (232 k rows, 8 k groups) sort on disk and the planner picks a
     parallel seq scan over every period instead of the (period, start) index (~0.3 s more).
     """
-    if WORK_MEM and connections[using].vendor == "postgresql":
+    if WORK_MEM and _postgres(using):
         with connections[using].cursor() as cursor:
             cursor.execute("SELECT set_config('work_mem', %s, true)", [WORK_MEM])
 
@@ -325,6 +332,11 @@ def _summed(
         segments = [seg for lo, hi in ranges for seg in _segments(lo, hi, cuts, step)]
         if segments != plain:
             segments_of[resource] = segments
+    by_team = "team__slug" in dims
+    if not _postgres(queryset.db):
+        return _summed_in_python(
+            queryset.filter(where), plain, segments_of, by_team, "namespace" in dims, step
+        )
     number = _segment_number(plain)
     if segments_of:
         number = Case(
@@ -332,7 +344,6 @@ def _summed(
             default=number,
             output_field=IntegerField(),
         )
-    by_team = "team__slug" in dims
     group = [("team" if by_team else None), ("namespace" if "namespace" in dims else None)]
     columns = [name for name in group if name] + ["resource", "flavor"]
     rows = (
@@ -353,7 +364,7 @@ def _summed(
         )
     with connections[rows.db].cursor() as cursor:
         cursor.execute(sql, params)
-        names = [column.name for column in cursor.description]
+        names = [column[0] for column in cursor.description]
         data = cursor.fetchall()
     at = {name: i for i, name in enumerate(names)}
     seg, resource, flavor = at["seg"], at["resource"], at["flavor"]
@@ -381,6 +392,55 @@ def _summed(
             )
         )
     return out
+
+
+def _summed_in_python(
+    rows,
+    plain: list[tuple[datetime, datetime]],
+    segments_of: dict[str, list[tuple[datetime, datetime]]],
+    by_team: bool,
+    by_namespace: bool,
+    step: timedelta,
+) -> list[tuple]:
+    """The portable equivalent of ``_summed``'s SQL (every database but PostgreSQL).
+
+    The same sums, per (segment, group), added up exactly in Python ``Decimal`` from rows the
+    ORM has converted (SQLite keeps decimals as floating point, and its ``sum()`` would round
+    where PostgreSQL's ``numeric`` does not). The segment of a row is found by bisecting the
+    segment starts, as ``width_bucket`` does; monthly rows bring their stored per-day floors.
+    """
+    starts_of = {
+        resource: [lo for lo, _ in segments] for resource, segments in segments_of.items()
+    }
+    plain_starts = [lo for lo, _ in plain]
+    columns = ["period", "start", "resource", "flavor", "allocated_hours", "used_hours"]
+    columns += ["guarantee_hours", "covered_hours", "busy_hours"]
+    if by_team:
+        columns += ["team_id", "team__slug", "team__cost_center"]
+    if by_namespace:
+        columns.append("namespace")
+    sums: dict[tuple, _Sums] = defaultdict(_Sums)
+    for row in rows.order_by().values(*columns).iterator(chunk_size=5000):
+        resource = row["resource"]
+        starts = starts_of.get(resource, plain_starts)
+        segment = bisect_right(starts, row["start"]) - 1
+        if by_team and row["team_id"] is not None:
+            team, cost_center = row["team__slug"], row["team__cost_center"] or ""
+        elif by_team:
+            team, cost_center = UNASSIGNED, ""
+        else:
+            team = cost_center = ""
+        group = (team, cost_center, row.get("namespace", ""), resource, row["flavor"])
+        a, u, g = row["allocated_hours"], row["used_hours"], row["guarantee_hours"]
+        if row["period"] == UsageRollup.MONTH:
+            covered, busy = row["covered_hours"], row["busy_hours"]
+        else:
+            covered, busy = min(g, a), min(a, u)
+        sums[(resource, segment, group)].add(_Sums(a, u, g, covered, a - busy))
+    return [
+        (segments_of.get(resource, plain)[segment], group, s)
+        for (resource, segment, group), s in sums.items()
+    ]
 
 
 def _raw(queryset, starts: list[datetime], dims: list[str]) -> list[domain.UsageRecord]:
@@ -417,9 +477,15 @@ def _whole_months(lo: datetime, hi: datetime) -> list[tuple[datetime, datetime]]
 
 
 def _rolled_up(months: list[tuple[datetime, datetime]]) -> set[datetime]:
-    """The starts of ``months`` that have monthly rollups (one query, an index probe each)."""
+    """The starts of ``months`` that have monthly rollups (one query, an index probe each on
+    PostgreSQL; elsewhere the portable equivalent, a DISTINCT over the months' rows)."""
     if not months:
         return set()
+    if not _postgres(UsageRollup.objects.db):
+        rows = UsageRollup.objects.filter(
+            period=UsageRollup.MONTH, start__in=[a for a, _ in months]
+        )
+        return set(rows.order_by().values_list("start", flat=True).distinct())
     sql = (
         f'SELECT m FROM unnest(%s::timestamptz[]) AS m WHERE EXISTS (SELECT 1 FROM "'
         f'{UsageRollup._meta.db_table}" r WHERE r.period = %s AND r.start = m)'

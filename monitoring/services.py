@@ -707,7 +707,15 @@ def rollup_months(start: datetime, end: datetime) -> int:
     return len(rows)
 
 
+def _postgres() -> bool:
+    """Whether SQL sums are exact here (PostgreSQL ``numeric``); elsewhere they are summed in
+    Python (``_monthly_rows_in_python``), with the same results."""
+    return connection.vendor == "postgresql"
+
+
 def _monthly_rows(first: datetime, stop: datetime) -> list[UsageRollup]:
+    if not _postgres():
+        return _monthly_rows_in_python(first, stop)
     with_util = Q(avg_utilization__isnull=False, samples__gt=0)
     sums = (
         UsageRollup.objects.filter(period=RollupPeriod.DAY, start__gte=first, start__lt=stop)
@@ -750,6 +758,60 @@ def _monthly_rows(first: datetime, stop: datetime) -> list[UsageRollup]:
             samples=row["n"],
         )
         for row in sums
+    ]
+
+
+def _monthly_rows_in_python(first: datetime, stop: datetime) -> list[UsageRollup]:
+    """The portable equivalent of ``_monthly_rows``' SQL (every database but PostgreSQL).
+
+    The same grouping and sums, added up exactly in Python ``Decimal``: SQLite keeps decimals
+    as floating point, and its ``sum()`` would round where PostgreSQL's ``numeric`` does not.
+    """
+    zero = Decimal(0)
+    totals: dict[tuple, dict[str, Any]] = {}
+    rows = UsageRollup.objects.filter(
+        period=RollupPeriod.DAY, start__gte=first, start__lt=stop
+    ).order_by()
+    for row in rows.values(
+        "start", "namespace", "resource", "flavor", "team_id", "allocated_hours",
+        "pending_hours", "used_hours", "guarantee_hours", "avg_utilization", "samples",
+    ).iterator(chunk_size=5000):  # fmt: skip
+        month = month_start(row["start"])
+        key = (month, row["namespace"], row["resource"], row["flavor"], row["team_id"])
+        t = totals.get(key)
+        if t is None:
+            t = totals[key] = dict.fromkeys(("a", "p", "u", "g", "covered", "busy"), zero)
+            t |= {"util": None, "n": 0}
+        a, u, g = row["allocated_hours"], row["used_hours"], row["guarantee_hours"]
+        t["a"] += a
+        t["p"] += row["pending_hours"]
+        t["u"] += u
+        t["g"] += g
+        t["covered"] += min(g, a)
+        t["busy"] += min(a, u)
+        if row["avg_utilization"] is not None and row["samples"] > 0:
+            t["util"] = (t["util"] or 0.0) + row["avg_utilization"] * row["samples"]
+            t["n"] += row["samples"]
+    return [
+        UsageRollup(
+            period=UsageRollup.MONTH,
+            start=month,
+            namespace=namespace,
+            resource=resource,
+            flavor=flavor,
+            team_id=team_id,
+            allocated_hours=t["a"],
+            pending_hours=t["p"],
+            used_hours=t["u"],
+            guarantee_hours=t["g"],
+            covered_hours=t["covered"],
+            busy_hours=t["busy"],
+            avg_utilization=round(t["util"] / t["n"], 4) if t["n"] else None,
+            samples=t["n"],
+        )
+        for (month, namespace, resource, flavor, team_id), t in sorted(
+            totals.items(), key=lambda item: (item[0][:4], item[0][4] or 0)
+        )
     ]
 
 

@@ -34,8 +34,22 @@ def test_the_docs_page_loads_only_local_static_assets():
     urls += re.findall(r"""["'](https?://[^"']+)["']""", html)
     assert any("swagger-ui" in url for url in urls)
     for url in urls:
-        assert url.startswith("/static/") or url == "/api/schema/", url
+        assert url.startswith("/static/") or url in ("/api/schema/", "/api/docs/?script="), url
     assert "cdn" not in html.lower()
+
+
+def test_the_docs_page_starts_from_a_script_file_that_the_csp_allows():
+    """No inline script (the CSP says script-src 'self'): the start-up script is a file."""
+    response = Client().get("/api/docs/")
+    html = response.content.decode()
+    scripts = re.findall(r"<script([^>]*)>(.*?)</script>", html, flags=re.S)
+    assert scripts
+    assert all("src=" in attrs and not body.strip() for attrs, body in scripts)
+    assert "script-src 'self'" in response["Content-Security-Policy"]
+    start = Client().get("/api/docs/?script=")
+    assert start.status_code == 200
+    assert start["Content-Type"].startswith("application/javascript")
+    assert "SwaggerUIBundle" in start.content.decode()
 
 
 @pytest.fixture

@@ -296,6 +296,13 @@ def persistent_connections(settings):
         connection.close()
 
 
+needs_postgres = pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="PostgreSQL connection policy: terminates and restarts its backends",
+)
+
+
+@needs_postgres
 def test_the_settings_keep_connections_and_check_their_health():
     from django.conf import settings
 
@@ -304,6 +311,7 @@ def test_the_settings_keep_connections_and_check_their_health():
 
 
 @pytest.mark.django_db(transaction=True)
+@needs_postgres
 def test_a_request_during_a_database_outage_fails_fast_and_the_next_one_recovers(
     persistent_connections,
 ):
@@ -328,6 +336,7 @@ def test_a_request_during_a_database_outage_fails_fast_and_the_next_one_recovers
 
 
 @pytest.mark.django_db(transaction=True)
+@needs_postgres
 def test_after_a_restart_between_requests_the_health_check_reconnects_at_once(
     persistent_connections,
 ):
@@ -342,6 +351,7 @@ def test_after_a_restart_between_requests_the_health_check_reconnects_at_once(
 
 
 @pytest.mark.django_db(transaction=True)
+@needs_postgres
 def test_without_health_checks_one_request_fails_after_a_restart(persistent_connections):
     """The control experiment: what CONN_HEALTH_CHECKS saves (one failed request per worker)."""
     persistent_connections["CONN_HEALTH_CHECKS"] = False
