@@ -34,9 +34,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file (?script=): no inline script, so the
     # CSP (script-src 'self') holds.
-    path(
-        "api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"
-    ),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("quotas.urls")),
     path("", include("scheduling.urls")),
     path("", include("monitoring.urls")),

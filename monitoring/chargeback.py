@@ -409,9 +409,7 @@ def _summed_in_python(
     where PostgreSQL's ``numeric`` does not). The segment of a row is found by bisecting the
     segment starts, as ``width_bucket`` does; monthly rows bring their stored per-day floors.
     """
-    starts_of = {
-        resource: [lo for lo, _ in segments] for resource, segments in segments_of.items()
-    }
+    starts_of = {resource: [lo for lo, _ in segments] for resource, segments in segments_of.items()}
     plain_starts = [lo for lo, _ in plain]
     columns = ["period", "start", "resource", "flavor", "allocated_hours", "used_hours"]
     columns += ["guarantee_hours", "covered_hours", "busy_hours"]

@@ -68,7 +68,7 @@ def test_error_pages_use_the_layout_with_navigation(cast, failing_urls, url, sta
 
     assert response.status_code == status
     html = response.content.decode()
-    assert f"<h1 id=\"error-h\">{heading}</h1>" in html
+    assert f'<h1 id="error-h">{heading}</h1>' in html
     assert 'aria-label="Main"' in html  # the navigation of a signed-in user
     assert "Traceback" not in html and "kaboom" not in html and "URLconf" not in html
 
