@@ -489,15 +489,19 @@ def integrate_usage(
     size: timedelta = HOUR,
     resources: Iterable[str] | None = None,
     gpu: bool = True,
+    collect_every: timedelta | None = None,
+    gpu_every: timedelta | None = None,
 ) -> dict[Key, _Acc]:
     """Integrate raw samples over [start, end) into buckets of ``size`` (see module docstring).
 
     Returns ``{(bucket start, namespace, resource, flavor): totals in seconds}``; buckets may be
     partial when ``start``/``end`` are not aligned. ``resources`` limits the UsageSample rows
-    read; ``gpu=False`` skips GpuSamples (budgets need allocation only).
+    read; ``gpu=False`` skips GpuSamples (budgets need allocation only). ``collect_every`` and
+    ``gpu_every`` replace the configured collector and agent intervals, for samples that were
+    taken at another cadence (history imported or back-filled at a coarser step).
     """
     acc: dict[Key, _Acc] = defaultdict(_Acc)
-    cap = 2 * collect_interval()
+    cap = 2 * (collect_every or collect_interval())
     horizon = min(end, now)
     times = _collection_times(start - cap, end)
     following = _next_collection(end)
@@ -522,14 +526,18 @@ def integrate_usage(
             item.pending += pending * secs
 
     if gpu:
-        _integrate_gpus(acc, start, end, horizon, size)
+        _integrate_gpus(acc, start, end, horizon, size, 2 * (gpu_every or gpu_agent_interval()))
     return acc
 
 
 def _integrate_gpus(
-    acc: dict[Key, _Acc], start: datetime, end: datetime, horizon: datetime, size: timedelta
+    acc: dict[Key, _Acc],
+    start: datetime,
+    end: datetime,
+    horizon: datetime,
+    size: timedelta,
+    cap: timedelta,
 ) -> None:
-    cap = 2 * gpu_agent_interval()
     rows = (
         GpuSample.objects.filter(taken_at__gte=start - cap, taken_at__lt=end + cap)
         .order_by("uuid", "taken_at")
@@ -608,7 +616,12 @@ def _rollup_lock() -> None:
 
 
 def rollup_usage(
-    *, start: datetime | None = None, end: datetime | None = None, now: datetime | None = None
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    now: datetime | None = None,
+    collect_every: timedelta | None = None,
+    gpu_every: timedelta | None = None,
 ) -> RollupResult:
     """Recompute hourly rollups for [start, end), daily rollups for the days it touches and
     monthly rollups for the months those days are in.
@@ -623,7 +636,8 @@ def rollup_usage(
     advisory lock on PostgreSQL), so running it twice gives the same rows, and re-running a past
     window picks up late GPU samples. Daily rows are sums of the hourly rows, monthly rows sums
     of the daily rows (``rollup_months``); ``avg_utilization`` is weighted by ``samples`` (GPU
-    readings behind each hour's average).
+    readings behind each hour's average). ``collect_every``/``gpu_every``: the cadence the
+    window's samples were taken at, when it is not the configured one (``integrate_usage``).
     """
     now = now or timezone.now()
     current = floor_hour(now)
@@ -638,7 +652,9 @@ def rollup_usage(
     if start >= end:
         return RollupResult(start, end, 0, 0)
 
-    acc = integrate_usage(start, end, now=now, size=HOUR)
+    acc = integrate_usage(
+        start, end, now=now, size=HOUR, collect_every=collect_every, gpu_every=gpu_every
+    )
     buckets = []
     moment = start
     while moment < end:

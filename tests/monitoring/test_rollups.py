@@ -156,6 +156,36 @@ def test_a_sample_holds_at_most_twice_the_collection_interval(cast, intervals):
     assert list(hours.order_by("start")) == [(at(10), D(10))]
 
 
+def test_samples_taken_at_another_cadence_are_integrated_at_theirs(cast, intervals):
+    """History back-filled every 2 h (collections) and 1 h (GPU readings): with the cadence
+    given, each sample holds until the next; with the configured one (30/10 min) it would hold
+    60/20 minutes and lose the rest."""
+    for hour in (10, 12):
+        usage(cast.team_b, at(hour), 10, namespace="team-b-ml")
+    for hour in (10, 11, 12, 13):
+        gpu(cast.team_b, at(hour), 50, namespace="team-b-ml")
+
+    services.rollup_usage(
+        start=at(10),
+        end=at(14),
+        now=at(14),
+        collect_every=timedelta(hours=2),
+        gpu_every=timedelta(hours=1),
+    )
+
+    hours = UsageRollup.objects.filter(period="hour", flavor=H100).order_by("start")
+    assert [(r.start, r.allocated_hours, r.used_hours) for r in hours] == [
+        (at(h), D(10), D("0.5")) for h in (10, 11, 12, 13)
+    ]
+
+    services.rollup_usage(start=at(10), end=at(14), now=at(14))  # the configured cadence
+    hours = UsageRollup.objects.filter(period="hour", flavor=H100).order_by("start")
+    assert [(r.allocated_hours, r.used_hours) for r in hours] == [
+        (D(10), D("0.166667")), (D(0), D("0.166667")), (D(10), D("0.166667")),
+        (D(0), D("0.166667")),
+    ]  # fmt: skip
+
+
 def test_a_collection_without_the_namespace_ends_its_previous_sample(cast, intervals):
     usage(cast.team_b, at(10), 10, namespace="team-b-ml")
     CapacitySnapshot.objects.create(taken_at=at(10, 6), resources={GPU: "100"})
