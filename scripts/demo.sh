@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 
-export FAIRSHARE_DEBUG=${FAIRSHARE_DEBUG:-true}
+export FAIRSHARE_DEBUG=${FAIRSHARE_DEBUG:-false}
 export FAIRSHARE_SECURE_COOKIES=${FAIRSHARE_SECURE_COOKIES:-false}
 export FAIRSHARE_VAR_DIR=${FAIRSHARE_VAR_DIR:-$PWD/var}
 PORT=${PORT:-8000}

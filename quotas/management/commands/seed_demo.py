@@ -8,7 +8,7 @@ and ``training-experiment``, namespaces, users for every role, and pending and d
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from monitoring.models import CapacitySnapshot
+from monitoring.models import CapacitySnapshot, RateCard
 from quotas import services
 from quotas.choices import MembershipRole, PreemptionPolicy
 from quotas.models import (
@@ -157,6 +157,16 @@ DEMO_CAPACITY = {
     GPU: 125 * 8,
     "pods": 141 * 110,
 }
+# Prices per unit-hour (GPU-hour, core-hour, GiB-hour), valid from the start of 2025: the H100
+# flavor has its own GPU price, other GPUs (a flavor without a card) the generic one.
+RATE_CARDS = [
+    (GPU, "NVIDIA-H100-80GB-HBM3", "2.90"),
+    (GPU, "", "2.10"),
+    ("cpu", "", "0.035"),
+    ("memory", "", "0.0045"),
+]
+RATES_VALID_FROM = (2025, 1, 1)
+
 DEMO_FLAVORS = {"NVIDIA-H100-80GB-HBM3": {GPU: 1000, "cpu": 125 * 192, "memory": 125 * 2015 * Gi}}
 
 
@@ -263,6 +273,14 @@ class Command(BaseCommand):
                 )
             users[username] = user
 
+        valid_from = datetime(*RATES_VALID_FROM, tzinfo=UTC)
+        for resource, flavor, price in RATE_CARDS:
+            RateCard.objects.get_or_create(
+                resource=resource,
+                flavor=flavor,
+                valid_from=valid_from,
+                defaults={"price_per_unit_hour": Decimal(price), "currency": "USD"},
+            )
         self._seed_requests(teams, users, now)
         if not quiet:
             self.stdout.write(self.style.SUCCESS("Demo data ready. Demo logins:"))
