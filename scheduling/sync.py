@@ -60,8 +60,10 @@ plan is the point). Items carry the planned action.
 
 Modes (``FAIRSHARE_CLUSTER``): ``kubeconfig[:PATH]`` and ``in-cluster`` talk to the API server;
 ``disabled`` fails the run with a clear error; ``snapshot:PATH`` (the demo) has no API server:
-the run becomes a dry run planned against an empty cluster, with a note — like GitOps, the
-manifests are what ``manage.py export_manifests`` writes for a GitOps tool to apply.
+the run becomes a dry run ("Plan only — no cluster connected") planned against the managed
+objects in the snapshot file (what an earlier sync left there, as ``kubectl get -o json``
+dumps them), so drift, updates and prunes show as they would on a cluster; nothing is written.
+Like GitOps, the manifests are what ``manage.py export_manifests`` writes for a tool to apply.
 
 Volcano Queues are pruned by a plain delete: the v1beta1 Queue has no ``spec.state`` (``state``
 is status, set by Volcano's controller), and Volcano's admission webhook (≥ 1.15) refuses to
@@ -100,7 +102,7 @@ from scheduling.exceptions import DomainError
 from scheduling.k8s.apply import call_with_retry, delete, server_side_apply
 from scheduling.k8s.client import KINDS, build_api_client
 from scheduling.k8s.errors import K8sError, K8sNotFound, K8sTransient
-from scheduling.k8s.observe import list_managed
+from scheduling.k8s.observe import list_managed, managed_in_dump
 from scheduling.models import SyncItem, SyncRun
 
 __all__ = [
@@ -116,6 +118,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 LAST_APPLIED_ANNOTATION = "fairshare.io/last-applied"
+PLAN_ONLY = "Plan only — no cluster connected"
 # Three objects in a row without any HTTP answer (after retries) means the API server is gone,
 # not that one object is slow: stop instead of waiting out every remaining object.
 UNREACHABLE_AFTER = 3
@@ -533,6 +536,18 @@ def _observe(api_client: Any, progress: _Progress | None = None) -> list[dict[st
     return live
 
 
+def _snapshot_live(path: str) -> list[dict[str, Any]]:
+    try:
+        return managed_in_dump(path)
+    except (OSError, ValueError) as e:
+        raise SyncError(f"cannot read the cluster snapshot {path}: {e}") from e
+
+
+def is_plan_only() -> bool:
+    """True when no cluster is connected (snapshot mode): every sync only plans."""
+    return _cluster_mode()[0] == "snapshot"
+
+
 def _cluster_mode() -> tuple[str, str]:
     mode, _, arg = str(getattr(settings, "FAIRSHARE_CLUSTER", "disabled")).partition(":")
     return mode, arg
@@ -780,15 +795,16 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
     if snapshot:
         run.dry_run = True
         notes.append(
-            f"Snapshot mode (FAIRSHARE_CLUSTER=snapshot:{arg}): there is no API server, so this "
-            "is a dry run planned against an empty cluster. Export the manifests for a GitOps "
-            "tool with `manage.py export_manifests --out DIR`."
+            f"{PLAN_ONLY}: FAIRSHARE_CLUSTER=snapshot:{arg} is a file, not an API server, so "
+            "this run was planned against the objects in that snapshot and nothing was "
+            "applied. Export the manifests for a GitOps tool with "
+            "`manage.py export_manifests --out DIR`."
         )
     if own_client:
         api_client = _build_client()
     try:
         desired = [_with_last_applied(m) for m in render(build_cluster_spec())]
-        live = [] if snapshot else _observe(api_client, progress)
+        live = _snapshot_live(arg) if snapshot else _observe(api_client, progress)
         changes = plan(
             desired,
             live,

@@ -248,9 +248,10 @@ def sync_start(request):
     if mode not in ("sync", "dry-run"):
         messages.error(request, "Choose Sync now or Dry run.")
         return redirect("scheduling:syncrun_list")
-    from scheduling.sync import start_sync
+    from scheduling.sync import PLAN_ONLY, is_plan_only, start_sync
 
-    dry_run = mode == "dry-run"
+    plan_only = is_plan_only()
+    dry_run = mode == "dry-run" or plan_only
     run = start_sync(dry_run=dry_run, trigger="ui", requested_by=request.user)
     busy = (
         SyncRun.objects.filter(status=SyncStatus.RUNNING)
@@ -258,7 +259,7 @@ def sync_start(request):
         .values_list("pk", flat=True)
         .first()
     )
-    kind = "Dry run" if dry_run else "Sync"
+    kind = "Plan" if plan_only else "Dry run" if dry_run else "Sync"
     if busy is not None:
         messages.warning(
             request,
@@ -266,5 +267,6 @@ def sync_start(request):
             f"at a time, so #{run.pk} is skipped if #{busy} has not finished by then.",
         )
     else:
-        messages.success(request, f"{kind} #{run.pk} queued.")
+        note = f" {PLAN_ONLY}: nothing is applied." if plan_only else ""
+        messages.success(request, f"{kind} #{run.pk} queued.{note}")
     return redirect("scheduling:syncrun", pk=run.pk)

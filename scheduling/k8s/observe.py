@@ -65,3 +65,29 @@ def list_managed(
         item.setdefault("kind", info.kind)
         items.append(item)
     return items
+
+
+def managed_in_dump(path: str) -> list[dict[str, Any]]:
+    """The managed objects of a ``kubectl get ... -o json`` dump (snapshot mode's live state).
+
+    The same objects ``list_managed`` would return from a cluster holding the dump: every item
+    of a managed kind carrying ``MANAGED_SELECTOR``'s label. Raises OSError or ValueError for a
+    file that cannot be read or is not a Kubernetes List.
+    """
+    import json
+
+    from .client import KINDS
+
+    with open(path, "rb") as fh:
+        doc = json.load(fh)
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise ValueError(f"{path} is not a Kubernetes List")
+    key, _, value = MANAGED_SELECTOR.partition("=")
+    return [
+        item
+        for item in items
+        if isinstance(item, dict)
+        and item.get("kind") in KINDS
+        and ((item.get("metadata") or {}).get("labels") or {}).get(key) == value
+    ]

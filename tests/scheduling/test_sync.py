@@ -348,17 +348,60 @@ def test_a_disabled_cluster_fails_the_run_with_a_clear_error(cast, settings):
     assert run.items.count() == 0
 
 
-def test_snapshot_mode_records_a_dry_run_against_an_empty_cluster(cast, settings):
-    settings.FAIRSHARE_CLUSTER = "snapshot:/nonexistent/demo.json"
+def _dump(kubeapi, path, *, extra=()) -> None:
+    """What ``kubectl get <managed kinds>,nodes,pods -A -o json`` prints for ``kubeapi``."""
+    import json
+
+    items = [obj | {"kind": kind} for kind in MANAGED_KINDS for obj in kubeapi.objects(kind)]
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "status": {}}
+    path.write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": [*items, node, *extra]})
+    )
+
+
+def test_snapshot_mode_plans_against_the_objects_in_the_snapshot(cast, kubeapi, settings, tmp_path):
+    """The demo's cluster is a file: a sync plans against the managed objects in it (as an
+    earlier sync left them), shows drift, updates and prunes, and applies nothing."""
+    assert sync_now(api_client=kubeapi.api_client()).status == SyncStatus.SUCCEEDED
+    quota = kubeapi.get("ResourceQuota", "fairshare", "team-a-ml")
+    quota["spec"]["hard"]["requests.nvidia.com/gpu"] = "99"  # a hand edit: drift
+    kubeapi.put_object(quota)
+    gone = kubeapi.get("Queue", "team-b") | {"kind": "Queue"}
+    gone["metadata"] = {**gone["metadata"], "name": "retired-team", "uid": "u-retired"}
+    snapshot = tmp_path / "cluster.json"
+    _dump(kubeapi, snapshot, extra=[gone])  # retired-team: managed, no longer desired → prune
+    TeamQuota.objects.filter(team=cast.team_b, resource=GPU).update(limit=Decimal(50))  # stale
+    settings.FAIRSHARE_CLUSTER = f"snapshot:{snapshot}"
+    before = snapshot.read_bytes()
+    writes, audited = kubeapi.writes(), AuditEvent.objects.filter(verb="sync").count()
 
     run = sync_now()
 
     assert run.status == SyncStatus.SUCCEEDED
     assert run.dry_run is True
-    assert "Snapshot mode" in run.log
-    assert "export_manifests" in run.log
-    assert run.created_count == 16
-    assert not AuditEvent.objects.filter(verb="sync").exists()
+    assert sync.PLAN_ONLY in run.log and "export_manifests" in run.log
+    assert run.drift_count == 1
+    assert item(run, "ResourceQuota", "fairshare", "team-a-ml").drift is True
+    updated = set(run.items.filter(action=SyncAction.UPDATE).values_list("kind", "name"))
+    assert ("ResourceQuota", "fairshare") in updated and ("Queue", "team-b") in updated
+    assert list(run.items.filter(action=SyncAction.PRUNE).values_list("kind", "name")) == [
+        ("Queue", "retired-team")
+    ]
+    assert run.unchanged_count > 0 and run.created_count == 0
+    assert snapshot.read_bytes() == before and kubeapi.writes() == writes
+    assert AuditEvent.objects.filter(verb="sync").count() == audited
+
+
+def test_snapshot_mode_with_an_unreadable_snapshot_fails_with_its_name(cast, settings):
+    settings.FAIRSHARE_CLUSTER = "snapshot:/nonexistent/demo.json"
+
+    with pytest.raises(sync.SyncError):
+        sync_now()
+
+    run = SyncRun.objects.get()
+    assert run.status == SyncStatus.FAILED
+    assert "cannot read the cluster snapshot /nonexistent/demo.json" in run.error
+    assert not run.items.exists()
 
 
 def test_an_explicit_api_client_overrides_the_setting(cast, kubeapi, settings):

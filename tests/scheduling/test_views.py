@@ -266,6 +266,31 @@ def test_the_buttons_are_post_forms_with_a_csrf_token(client, cast):
     assert 'value="dry-run"' in body and 'value="sync"' in body
 
 
+def test_without_a_cluster_the_ui_says_plan_only_before_and_after(
+    client, cast, settings, django_capture_on_commit_callbacks
+):
+    """Snapshot mode (the demo) only plans: the button, its confirmation, the message and the
+    run page say so, and even a forged "sync" becomes a plan."""
+    settings.FAIRSHARE_CLUSTER = "snapshot:/tmp/demo.json"
+    login(client, cast.root)
+    page = client.get(reverse("scheduling:syncrun_list")).content.decode()
+    assert "Plan only — no cluster connected" in page
+    assert "Plan sync (no cluster)" in page and 'value="sync"' not in page
+    assert 'data-confirm="Plan only — no cluster connected.' in page
+
+    with (
+        mock.patch("scheduling.tasks.sync_cluster.delay"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        response = client.post(reverse("scheduling:sync_start"), {"mode": "sync"}, follow=True)
+
+    run = SyncRun.objects.get()
+    assert run.dry_run is True
+    body = response.content.decode()
+    assert f"Plan #{run.pk} queued. Plan only — no cluster connected: nothing is applied." in body
+    assert f"<h1>Plan #{run.pk}" in body and "Planned against the objects in the cluster" in body
+
+
 # --------------------------------------------------------------------------- progress
 
 
