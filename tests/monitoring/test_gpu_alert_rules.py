@@ -9,6 +9,7 @@ source documents' as written, and the same as :mod:`monitoring.domain.gpu_alerts
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 
@@ -391,3 +392,131 @@ def test_every_gpu_alert_names_the_team_its_leads_and_page():
             annotations
         ), name
         assert "fairshare_team_info" in annotations["leads"]
+
+
+# ---------------------------------------------------------------- /metrics → promtool
+
+
+def _agent_batches(now) -> dict[str, dict]:
+    """What the node agents post: five GPUs on gpu-1, one per alert, one healthy and one free."""
+    plan = [  # index, alert, used by a pod of team-a-ml
+        (0, "LowGPUUtilization", True),
+        (1, "HighGPUMemoryUsage", True),
+        (2, "HighGPUTemperature", True),
+        (3, None, True),
+        (4, None, False),
+    ]
+    samples = []
+    for index, alert, used in plan:
+        for row in gpu_alerts.tripping_readings(alert, now=now):
+            processes = (
+                [{"pid": 4242, "namespace": "team-a-ml", "pod": f"train-{index}", "mem_used": 1}]
+                if used
+                else []
+            )
+            samples.append(
+                {
+                    "ts": row["taken_at"].isoformat(),
+                    "uuid": f"GPU-{index}",
+                    "index": index,
+                    "model": "NVIDIA H100 80GB HBM3",
+                    "util_gpu": row["util_gpu"],
+                    "util_mem": 10,
+                    "mem_used": row["mem_used"],
+                    "mem_total": row["mem_total"],
+                    "power_w": 300.0,
+                    "temp_c": row["temp_c"],
+                    "processes": processes,
+                }
+            )
+    return {"gpu-1": {"node": "gpu-1", "agent": {"version": "0.1.0"}, "samples": samples}}
+
+
+def _scrape_every_minute(client, monkeypatch, *, start, minutes: int) -> dict:
+    """GET /metrics once a minute from ``start``; return {(name, labels): [value or None]}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    import monitoring.views
+    from monitoring.metrics import build_registry
+
+    scraped: dict = {}
+    for k in range(minutes + 1):
+        moment = start + timedelta(minutes=k)
+        monkeypatch.setattr(
+            monitoring.views, "build_registry", lambda m=moment: build_registry(now=lambda: m)
+        )
+        response = client.get("/metrics")
+        assert response.status_code == 200
+        for family in text_string_to_metric_families(response.content.decode()):
+            for s in family.samples:
+                key = (s.name, tuple(sorted(s.labels.items())))
+                scraped.setdefault(key, [None] * (minutes + 1))[k] = s.value
+    return scraped
+
+
+def test_the_scraped_metrics_fire_each_alert(client, cast, tmp_path, monkeypatch):
+    """Agent samples → ingest → /metrics scraped every minute → promtool input series: the
+    rules read the names and labels the app exports, and fire as the team page says."""
+    from django.utils import timezone
+
+    from monitoring.services import current_gpu_alerts, ingest_gpu_batch
+
+    now = timezone.now().replace(microsecond=0)
+    for node, batch in _agent_batches(now).items():
+        result = ingest_gpu_batch(token_node=node, batch=batch, now=now)
+        assert result.accepted == len(batch["samples"]) and not result.rejected_reasons
+    scraped = _scrape_every_minute(
+        client, monkeypatch, start=now - timedelta(minutes=12), minutes=12
+    )
+    input_series = [
+        series(
+            name,
+            {**dict(labels), **SCRAPE},
+            " ".join("_" if v is None else repr(float(v)) for v in values),
+        )
+        for (name, labels), values in sorted(scraped.items())
+    ]
+    assert {s["series"].split("{")[0] for s in input_series} >= {UTIL, MEM, TEMP}
+    # Keep the annotations that come from /metrics (fairshare_team_info); the texts are tested
+    # above.
+    groups = rule_groups()
+    for group in groups:
+        for rule in group["rules"]:
+            for text in ("summary", "description"):
+                rule.get("annotations", {}).pop(text, None)
+    team = {
+        "team": "team-a",
+        "team_name": "Team A",
+        "leads": "alice@example.org",
+        "team_url": "/teams/team-a/",
+    }
+
+    def on(index: int, alert: str) -> dict:
+        labels = {
+            **GPU0,
+            "node": "gpu-1",
+            "gpu": str(index),
+            "uuid": f"GPU-{index}",
+            "severity": gpu_alerts.RULES_BY_NAME[alert].severity,
+            "source": "fairshare",
+        }
+        return {"exp_labels": labels, "exp_annotations": team}
+
+    expected = {"LowGPUUtilization": 0, "HighGPUMemoryUsage": 1, "HighGPUTemperature": 2}
+    result = alert_test(
+        tmp_path,
+        groups=groups,
+        input_series=input_series,
+        alerts=[
+            {"eval_time": "12m", "alertname": name, "exp_alerts": [on(index, name)]}
+            for name, index in expected.items()
+        ]
+        # A minute or more before each for: has passed, nothing fires.
+        + [{"eval_time": "10m", "alertname": name, "exp_alerts": []} for name in expected],
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = current_gpu_alerts(team=cast.team_a, now=now)
+    assert sorted((a.alert, a.uuid) for a in page) == sorted(
+        (name, f"GPU-{index}") for name, index in expected.items()
+    )
