@@ -23,7 +23,9 @@ Metrics (gauges):
   (memory used ÷ total × 100) and ``fairshare_gpu_device_temperature_celsius``. A GPU no pod
   uses has empty ``namespace`` and ``team``; a pod in a namespace no team owns has
   ``team="unassigned"``. A value the GPU does not report (MIG: no utilization) has no series.
-  One series per GPU and metric: 1,000 GPUs are 1,000 series each (docs/operations.md).
+  One series per GPU and metric: 1,000 GPUs are 1,000 series each (docs/operations.md). The
+  PrometheusRule's recording rules map these, or DCGM exporter's ``DCGM_FI_DEV_GPU_UTIL``,
+  ``DCGM_FI_DEV_FB_USED``/``FREE`` and ``DCGM_FI_DEV_GPU_TEMP``, onto the names its alerts read.
 * Per team, over the same samples: ``fairshare_gpu_utilization_percent{team}`` (mean),
   ``fairshare_gpus_reporting{team}``, ``fairshare_gpu_memory_used_max_percent{team}`` and
   ``fairshare_gpu_temperature_max_celsius{team}`` (the fullest and the hottest GPU); GPUs no pod
