@@ -12,8 +12,13 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
 
+import monitoring.views
 from monitoring.domain import gpu_alerts
+from monitoring.metrics import build_registry
+from monitoring.services import current_gpu_alerts, ingest_gpu_batch
 from tests.monitoring.promtool import (
     alert_test,
     requires_promtool,
@@ -434,11 +439,6 @@ def _agent_batches(now) -> dict[str, dict]:
 
 def _scrape_every_minute(client, monkeypatch, *, start, minutes: int) -> dict:
     """GET /metrics once a minute from ``start``; return {(name, labels): [value or None]}."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    import monitoring.views
-    from monitoring.metrics import build_registry
-
     scraped: dict = {}
     for k in range(minutes + 1):
         moment = start + timedelta(minutes=k)
@@ -457,10 +457,6 @@ def _scrape_every_minute(client, monkeypatch, *, start, minutes: int) -> dict:
 def test_the_scraped_metrics_fire_each_alert(client, cast, tmp_path, monkeypatch):
     """Agent samples → ingest → /metrics scraped every minute → promtool input series: the
     rules read the names and labels the app exports, and fire as the team page says."""
-    from django.utils import timezone
-
-    from monitoring.services import current_gpu_alerts, ingest_gpu_batch
-
     now = timezone.now().replace(microsecond=0)
     for node, batch in _agent_batches(now).items():
         result = ingest_gpu_batch(token_node=node, batch=batch, now=now)
