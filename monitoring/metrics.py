@@ -2,7 +2,7 @@
 
 :class:`FairshareCollector` is a custom ``prometheus_client`` collector registered on its own
 ``CollectorRegistry`` (no process/GC metrics of whichever worker served the scrape: the numbers
-are the cluster's, not the web process's). A scrape runs a constant number of queries (10),
+are the cluster's, not the web process's). A scrape runs a constant number of queries (13),
 whatever the number of teams, resources or GPUs. Amounts are in base units (cores, bytes,
 devices); ``team="unassigned"`` collects namespaces no team owns.
 
@@ -16,8 +16,24 @@ Metrics (gauges):
 * ``fairshare_dominant_share{team,resource}`` (resource = the dominant one),
   ``fairshare_fair_share{team}``, ``fairshare_fair_allocation{team,resource}``: the latest
   ShareComputation, if any; ``fairshare_shares_computed_timestamp_seconds``
-* ``fairshare_gpu_utilization_percent{team}``: mean of each GPU's newest sample of the last
-  two minutes; ``fairshare_gpus_reporting{team}``
+* Per GPU, the newest sample of each GPU that reported within the collection window
+  (:func:`monitoring.services.gpu_reporting_window`, two minutes by default), labelled
+  ``node``, ``gpu`` (the index), ``uuid``, ``model``, ``namespace`` and ``team``:
+  ``fairshare_gpu_device_utilization_percent``, ``fairshare_gpu_device_memory_used_percent``
+  (memory used ÷ total × 100) and ``fairshare_gpu_device_temperature_celsius``. A GPU no pod
+  uses has empty ``namespace`` and ``team``; a pod in a namespace no team owns has
+  ``team="unassigned"``. A value the GPU does not report (MIG: no utilization) has no series.
+  One series per GPU and metric: 1,000 GPUs are 1,000 series each (docs/operations.md). The
+  PrometheusRule's recording rules map these, or DCGM exporter's ``DCGM_FI_DEV_GPU_UTIL``,
+  ``DCGM_FI_DEV_FB_USED``/``FREE`` and ``DCGM_FI_DEV_GPU_TEMP``, onto the names its alerts read.
+* Per team, over the same samples: ``fairshare_gpu_utilization_percent{team}`` (mean),
+  ``fairshare_gpus_reporting{team}``, ``fairshare_gpu_memory_used_max_percent{team}`` and
+  ``fairshare_gpu_temperature_max_celsius{team}`` (the fullest and the hottest GPU); GPUs no pod
+  uses count under ``unassigned``
+* ``fairshare_team_info{team,name,leads,url}`` (1 per active team; ``leads``: the active leads'
+  emails, or usernames where no email is set, comma-separated; ``url``: the team page) and
+  ``fairshare_namespace_info{namespace,team}``: what the alerts' annotations and the DCGM
+  recording rules join on (``deploy/monitoring/prometheusrule.yaml``)
 * ``fairshare_idle_gpus{team}``: GPUs in open idle alerts
 * ``fairshare_budget_hours{team,resource}``, ``fairshare_budget_used_hours{team,resource}``:
   month-to-date from hourly rollups (the current hour is not in yet)
@@ -30,20 +46,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
+from django.conf import settings
 from django.db.models import Sum
+from django.urls import reverse
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from monitoring.choices import AlertStatus, RollupPeriod
+from monitoring.domain.gpu_alerts import memory_percent
 from monitoring.models import CapacitySnapshot, GpuSample, IdleGpuAlert, UsageRollup, UsageSample
-from quotas.models import Budget, TeamQuota
+from quotas.choices import MembershipRole
+from quotas.models import Budget, Membership, Namespace, Team, TeamQuota
 
 UNASSIGNED = "unassigned"
-GPU_FRESHNESS = timedelta(minutes=2)
+GPU_LABELS = ["node", "gpu", "uuid", "model", "namespace", "team"]
 
 
 def _num(value: Decimal | str | float | int) -> float:
@@ -56,6 +76,10 @@ def _ts(moment: datetime) -> float:
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, labels=labels)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 class FairshareCollector(Collector):
@@ -71,6 +95,7 @@ class FairshareCollector(Collector):
         yield from self._capacity()
         yield from self._shares()
         yield from self._gpus(now)
+        yield from self._teams()
         yield from self._idle()
         yield from self._budgets(now)
         yield from self._sync(now)
@@ -188,32 +213,117 @@ class FairshareCollector(Collector):
     # ---------------------------------------------------------------- GPUs and budgets
 
     def _gpus(self, now: datetime) -> Iterator[Metric]:
-        utilization = _gauge(
+        from monitoring.services import gpu_reporting_window
+
+        window = gpu_reporting_window()
+        util = _gauge(
+            "fairshare_gpu_device_utilization_percent",
+            "GPU utilization of the GPU's newest sample (percent).",
+            GPU_LABELS,
+        )
+        memory = _gauge(
+            "fairshare_gpu_device_memory_used_percent",
+            "GPU memory used / total of the GPU's newest sample (percent).",
+            GPU_LABELS,
+        )
+        temperature = _gauge(
+            "fairshare_gpu_device_temperature_celsius",
+            "GPU temperature of the GPU's newest sample (degrees Celsius).",
+            GPU_LABELS,
+        )
+        team_util = _gauge(
             "fairshare_gpu_utilization_percent",
-            "Mean utilization of the team's GPUs (newest sample of each, last 2 minutes).",
+            "Mean utilization of the team's GPUs (newest sample of each).",
             ["team"],
         )
         reporting = _gauge(
-            "fairshare_gpus_reporting", "GPUs with a sample in the last 2 minutes.", ["team"]
+            "fairshare_gpus_reporting", "GPUs with a sample in the collection window.", ["team"]
         )
+        team_memory = _gauge(
+            "fairshare_gpu_memory_used_max_percent",
+            "Memory used / total of the team's fullest GPU (percent).",
+            ["team"],
+        )
+        team_temperature = _gauge(
+            "fairshare_gpu_temperature_max_celsius",
+            "Temperature of the team's hottest GPU (degrees Celsius).",
+            ["team"],
+        )
+        # Ordered by time: the last row of each GPU is its newest sample.
         newest: dict[str, tuple] = {}
         rows = (
-            GpuSample.objects.filter(taken_at__gte=now - GPU_FRESHNESS, taken_at__lte=now)
+            GpuSample.objects.filter(taken_at__gte=now - window, taken_at__lte=now)
             .order_by("uuid", "taken_at")
-            .values_list("uuid", "team__slug", "util_gpu")
+            .values_list(
+                "uuid",
+                "node",
+                "index",
+                "model",
+                "namespace",
+                "team__slug",
+                "util_gpu",
+                "mem_used",
+                "mem_total",
+                "temp_c",
+            )
         )
-        for uuid, slug, util in rows:
-            newest[uuid] = (slug or UNASSIGNED, util)
-        per_team: dict[str, list] = defaultdict(list)
-        for slug, util in newest.values():
-            per_team[slug].append(util)
-        for slug, utils in sorted(per_team.items()):
-            reporting.add_metric([slug], len(utils))
-            known = [u for u in utils if u is not None]
-            if known:
-                utilization.add_metric([slug], sum(known) / len(known))
-        yield utilization
+        for row in rows.iterator(chunk_size=5000):
+            newest[row[0]] = row
+        per_team: dict[str, list[tuple]] = defaultdict(list)
+        for uuid, node, index, model, namespace, slug, u, used, total, temp in sorted(
+            newest.values(), key=lambda r: (r[1], r[2], r[0])
+        ):
+            team = slug or (UNASSIGNED if namespace else "")
+            labels = [node, str(index), uuid, model, namespace, team]
+            mem = memory_percent(used, total)
+            for family, value in ((util, u), (memory, mem), (temperature, temp)):
+                if value is not None:
+                    family.add_metric(labels, value)
+            per_team[team or UNASSIGNED].append((u, mem, temp))
+        for team, values in sorted(per_team.items()):
+            reporting.add_metric([team], len(values))
+            for family, i, reduce in (
+                (team_util, 0, _mean),
+                (team_memory, 1, max),
+                (team_temperature, 2, max),
+            ):
+                known = [v[i] for v in values if v[i] is not None]
+                if known:
+                    family.add_metric([team], reduce(known))
+        yield util
+        yield memory
+        yield temperature
+        yield team_util
         yield reporting
+        yield team_memory
+        yield team_temperature
+
+    def _teams(self) -> Iterator[Metric]:
+        info = _gauge(
+            "fairshare_team_info",
+            "1 per active team: display name, leads to contact, team page.",
+            ["team", "name", "leads", "url"],
+        )
+        namespaces = _gauge(
+            "fairshare_namespace_info",
+            "1 per namespace: the team that owns it.",
+            ["namespace", "team"],
+        )
+        leads: dict[str, list[str]] = defaultdict(list)
+        for slug, email, username in Membership.objects.filter(
+            role=MembershipRole.LEAD, user__is_active=True, team__active=True
+        ).values_list("team__slug", "user__email", "user__username"):
+            leads[slug].append(email or username)
+        base = settings.FAIRSHARE_BASE_URL.rstrip("/")
+        for slug, name in (
+            Team.objects.filter(active=True).order_by("slug").values_list("slug", "name")
+        ):
+            url = base + reverse("quotas:team", args=[slug])
+            info.add_metric([slug, name, ", ".join(sorted(set(leads[slug]))), url], 1)
+        for name, slug in Namespace.objects.order_by("name").values_list("name", "team__slug"):
+            namespaces.add_metric([name, slug], 1)
+        yield info
+        yield namespaces
 
     def _idle(self) -> Iterator[Metric]:
         idle = _gauge("fairshare_idle_gpus", "GPUs in open idle-GPU alerts.", ["team"])

@@ -451,13 +451,15 @@ def _budget_rows(team: Team, *, now: datetime) -> list[dict]:
 @login_required
 @require_GET
 def team_detail(request, slug: str):
-    """A team: quotas vs usage over time, namespaces, members, budgets, idle GPUs, requests,
-    audit trail. Leads (and admins) also get the member management forms."""
+    """A team: quotas vs usage over time, current GPU alerts, namespaces, members, budgets, idle
+    GPUs, requests, audit trail. Leads (and admins) also get the member management forms."""
     team, can_write = get_team_for_user(request.user, slug)
     return render(request, "quotas/team_detail.html", _team_context(request, team, can_write))
 
 
 def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
+    from monitoring.services import current_gpu_alerts
+
     now = timezone.now()
     quotas = {q.resource: q for q in team.quotas.order_by("resource")}
     latest = UsageSample.objects.filter(team=team).aggregate(t=Max("taken_at"))["t"]
@@ -522,6 +524,7 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
         "idle_alerts": list(
             team.idle_gpu_alerts.filter(status=AlertStatus.OPEN).order_by("-gpus", "namespace")
         ),
+        "gpu_alerts": current_gpu_alerts(team=team, now=now),
         "quota_requests": list(requests_qs),
         "audit_events": list(AuditEvent.objects.filter(team=team)[:AUDIT_ROWS]),
         "chart": _usage_chart(team, quotas, now=now),

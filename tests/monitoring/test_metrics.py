@@ -17,8 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitoring.metrics import build_registry
 from monitoring.models import GpuSample, IdleGpuAlert, UsageRollup, UsageSample
-from quotas.models import Budget, Namespace, Team, TeamQuota
+from quotas.models import Budget, Membership, Namespace, Team, TeamQuota
 from scheduling.models import ShareComputation, ShareSnapshot, SyncRun
+from tests.base import make_user
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "monitoring"
@@ -167,11 +168,190 @@ def test_a_scrape_runs_the_same_number_of_queries_for_more_teams(world, cast):
             resource=GPU,
             allocated=1,
         )
+        GpuSample.objects.create(
+            taken_at=world - timedelta(seconds=10),
+            node=f"node-{i}",
+            uuid=f"GPU-extra-{i}",
+            util_gpu=50,
+            temp_c=60,
+            namespace=f"extra-{i}-ml",
+            pod="p",
+            team=team,
+        )
+        Membership.objects.create(user=make_user(f"lead-{i}"), team=team, role="lead")
 
     with CaptureQueriesContext(connection) as after:
         list(build_registry().collect())
 
-    assert len(after.captured_queries) == len(before.captured_queries) == 10
+    assert len(after.captured_queries) == len(before.captured_queries) == 13
+
+
+# ---------------------------------------------------------------- per GPU
+
+GIB = 2**30
+
+
+def gpu_labels(**labels):
+    return {"node": "", "gpu": "0", "uuid": "", "model": "", "namespace": "", "team": "", **labels}
+
+
+def gpu_key(name, **labels):
+    return (name, tuple(sorted(gpu_labels(**labels).items())))
+
+
+@pytest.fixture
+def gpus(cast):
+    """Six GPUs: one used by team-a, one free, one in a namespace no team owns, a MIG device,
+    one that stopped reporting three minutes ago, one whose newest sample is in the future."""
+    now = timezone.now()
+    h100 = "NVIDIA H100 80GB HBM3"
+
+    def sample(uuid, ago, *, index=0, node="gpu-1", team=None, namespace="", **values):
+        GpuSample.objects.create(
+            taken_at=now - ago,
+            node=node,
+            uuid=uuid,
+            index=index,
+            model=h100,
+            namespace=namespace,
+            pod="train-0" if namespace else "",
+            team=team,
+            **values,
+        )
+
+    a = {"team": cast.team_a, "namespace": "team-a-ml"}
+    sample(
+        "GPU-a",
+        timedelta(seconds=80),
+        util_gpu=10,
+        mem_used=8 * GIB,
+        mem_total=80 * GIB,
+        temp_c=40,
+        **a,
+    )
+    sample(
+        "GPU-a",
+        timedelta(seconds=20),
+        util_gpu=37,
+        mem_used=60 * GIB,
+        mem_total=80 * GIB,
+        temp_c=71.5,
+        **a,
+    )
+    sample(
+        "GPU-free",
+        timedelta(seconds=30),
+        index=1,
+        util_gpu=0,
+        mem_used=0,
+        mem_total=80 * GIB,
+        temp_c=30,
+    )
+    sample("GPU-sandbox", timedelta(seconds=15), index=2, util_gpu=80, namespace="sandbox")
+    sample(
+        "MIG-1",
+        timedelta(seconds=25),
+        index=3,
+        mem_used=5 * GIB,
+        mem_total=10 * GIB,
+        temp_c=50,
+        **a,
+    )
+    sample("GPU-gone", timedelta(minutes=3), node="gpu-2", util_gpu=99, temp_c=99, **a)
+    sample("GPU-later", timedelta(seconds=40), node="gpu-2", index=1, util_gpu=63, temp_c=60, **a)
+    sample("GPU-later", -timedelta(seconds=30), node="gpu-2", index=1, util_gpu=1, temp_c=99, **a)
+    return now
+
+
+def test_it_exports_the_newest_sample_of_each_gpu_that_reported_recently(client, gpus):
+    m = scrape(client)
+    h100 = "NVIDIA H100 80GB HBM3"
+    a = {"model": h100, "namespace": "team-a-ml", "team": "team-a"}
+    gpu_a = {"node": "gpu-1", "gpu": "0", "uuid": "GPU-a", **a}
+    later = {"node": "gpu-2", "gpu": "1", "uuid": "GPU-later", **a}
+    mig = {"node": "gpu-1", "gpu": "3", "uuid": "MIG-1", **a}
+    free = {"node": "gpu-1", "gpu": "1", "uuid": "GPU-free", "model": h100}
+    sandbox = {"node": "gpu-1", "gpu": "2", "uuid": "GPU-sandbox", "model": h100}
+    sandbox.update(namespace="sandbox", team="unassigned")
+    util = "fairshare_gpu_device_utilization_percent"
+    memory = "fairshare_gpu_device_memory_used_percent"
+    temp = "fairshare_gpu_device_temperature_celsius"
+
+    assert m[gpu_key(util, **gpu_a)] == 37
+    assert m[gpu_key(memory, **gpu_a)] == 75
+    assert m[gpu_key(temp, **gpu_a)] == 71.5
+    assert m[gpu_key(util, **later)] == 63  # the sample after now is not read
+    assert m[gpu_key(util, **free)] == 0
+    assert m[gpu_key(memory, **free)] == 0
+    assert m[gpu_key(util, **sandbox)] == 80
+    assert gpu_key(temp, **sandbox) not in m  # not reported
+    assert gpu_key(util, **mig) not in m  # MIG devices report no utilization
+    assert m[gpu_key(memory, **mig)] == 50
+    exported = {
+        name: sorted(dict(labels)["uuid"] for n, labels in m if n == name)
+        for name in (util, memory, temp)
+    }
+    assert exported == {
+        util: ["GPU-a", "GPU-free", "GPU-later", "GPU-sandbox"],  # not GPU-gone
+        memory: ["GPU-a", "GPU-free", "MIG-1"],
+        temp: ["GPU-a", "GPU-free", "GPU-later", "MIG-1"],
+    }
+
+
+def test_it_exports_per_team_means_and_maxima(client, gpus):
+    m = scrape(client)
+
+    assert m[key("fairshare_gpus_reporting", team="team-a")] == 3
+    assert m[key("fairshare_gpu_utilization_percent", team="team-a")] == 50  # (37 + 63) / 2
+    assert m[key("fairshare_gpu_temperature_max_celsius", team="team-a")] == 71.5
+    assert m[key("fairshare_gpu_memory_used_max_percent", team="team-a")] == 75
+    assert m[key("fairshare_gpus_reporting", team="unassigned")] == 2  # free and sandbox
+    assert m[key("fairshare_gpu_utilization_percent", team="unassigned")] == 40
+    assert m[key("fairshare_gpu_temperature_max_celsius", team="unassigned")] == 30
+
+
+def test_the_window_grows_with_a_long_agent_interval(client, gpus, settings):
+    settings.FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS = 120  # window: 2 × 2 minutes
+
+    m = scrape(client)
+
+    gone = {"node": "gpu-2", "uuid": "GPU-gone", "namespace": "team-a-ml", "team": "team-a"}
+    assert (
+        m[
+            gpu_key(
+                "fairshare_gpu_device_utilization_percent", model="NVIDIA H100 80GB HBM3", **gone
+            )
+        ]
+        == 99
+    )
+
+
+def test_it_exports_each_teams_leads_and_page_and_each_namespaces_team(client, cast, settings):
+    settings.FAIRSHARE_BASE_URL = "https://fairshare.example.com/"
+    rita = make_user("rita")
+    rita.email = ""
+    rita.save()
+    Membership.objects.create(user=rita, team=cast.team_a, role="lead")
+    gone = make_user("gone")
+    gone.is_active = False
+    gone.save()
+    Membership.objects.create(user=gone, team=cast.team_a, role="lead")
+    Team.objects.create(slug="old", name="Old", tier=cast.tier, active=False)
+
+    m = scrape(client)
+
+    info = {dict(labels)["team"]: dict(labels) for n, labels in m if n == "fairshare_team_info"}
+    assert info["team-a"] == {
+        "team": "team-a",
+        "name": "Team A",
+        "leads": "alice@example.org, rita",
+        "url": "https://fairshare.example.com/teams/team-a/",
+    }
+    assert info["team-b"]["leads"] == "charlie@example.org"
+    assert info["dept-x"]["leads"] == "dora@example.org"
+    assert "old" not in info
+    assert m[key("fairshare_namespace_info", namespace="team-a-ml", team="team-a")] == 1
+    assert m[key("fairshare_namespace_info", namespace="team-b-ml", team="team-b")] == 1
 
 
 # ---------------------------------------------------------------- access
@@ -220,31 +400,69 @@ def test_the_service_monitor_scrapes_metrics_with_the_token():
     endpoint = doc["spec"]["endpoints"][0]
     assert endpoint["path"] == "/metrics"
     assert endpoint["authorization"]["type"] == "Bearer"
+    # The GPU series' own namespace label survives the scrape.
+    assert {"action": "labeldrop", "regex": "namespace"} in endpoint["relabelings"]
+
+
+def rule_texts() -> tuple[dict[str, str], set[str], list[str]]:
+    """The PrometheusRule's alerts {name: expr}, recorded names, and every expression and
+    annotation (what names metrics)."""
+    doc = yaml.safe_load((DEPLOY / "prometheusrule.yaml").read_text())
+    assert doc["kind"] == "PrometheusRule"
+    rules = [r for g in doc["spec"]["groups"] for r in g["rules"]]
+    alerts = {r["alert"]: r["expr"] for r in rules if "alert" in r}
+    recorded = {r["record"] for r in rules if "record" in r}
+    texts = [r["expr"] for r in rules] + [
+        text for r in rules for text in (r.get("annotations") or {}).values()
+    ]
+    return alerts, recorded, texts
 
 
 def test_the_prometheus_rules_use_only_exported_metrics(client, world):
-    doc = yaml.safe_load((DEPLOY / "prometheusrule.yaml").read_text())
-    rules = {r["alert"]: r["expr"] for g in doc["spec"]["groups"] for r in g["rules"]}
+    rules, recorded, texts = rule_texts()
     exported = exported_names(client)
 
-    assert doc["kind"] == "PrometheusRule"
     assert {
         "FairshareIdleGpus",
         "FairshareQuotaNearlyExhausted",
         "FairshareSyncFailing",
         "FairshareSyncStale",
+        "LowGPUUtilization",
+        "HighGPUMemoryUsage",
+        "HighGPUTemperature",
     } <= set(rules)
     assert "fairshare_idle_gpus" in rules["FairshareIdleGpus"]
     assert "0.95" in rules["FairshareQuotaNearlyExhausted"]
-    used = {n for expr in rules.values() for n in re.findall(r"\bfairshare_\w+", expr)}
+    used = {n for text in texts for n in re.findall(r"\bfairshare_\w+", text)}
     assert used <= exported, used - exported
+    assert {
+        "fairshare_gpu_device_utilization_percent",
+        "fairshare_gpu_device_memory_used_percent",
+        "fairshare_gpu_device_temperature_celsius",
+        "fairshare_namespace_info",
+        "fairshare_team_info",
+    } <= used
+    # Recorded series (level:metric:operation) are read only where a rule records them.
+    read = {n for text in texts for n in re.findall(r"\bfairshare:\w+:\w+", text)}
+    assert read <= recorded, read - recorded
 
 
 def test_the_grafana_dashboard_uses_only_exported_metrics(client, world):
     doc = json.loads((DEPLOY / "grafana-dashboard.json").read_text())
     exprs = [t["expr"] for p in doc["panels"] for t in p["targets"]]
     used = {n for expr in exprs for n in re.findall(r"\bfairshare_\w+", expr)}
+    read = {n for expr in exprs for n in re.findall(r"\bfairshare:\w+:\w+", expr)}
+    titles = [p["title"] for p in doc["panels"]]
 
     assert doc["uid"] == "fairshare-overview"
     assert len(doc["panels"]) >= 6
     assert used <= exported_names(client)
+    assert read <= rule_texts()[1], read - rule_texts()[1]
+    assert {
+        "fairshare:gpu_utilization:percent",
+        "fairshare:gpu_memory_used:percent",
+        "fairshare:gpu_temperature:celsius",
+    } <= read
+    assert {"GPU utilization per GPU", "GPU memory used per GPU", "GPU temperature per GPU"} <= set(
+        titles
+    )
