@@ -54,3 +54,30 @@ def test_seed_demo_twice_changes_nothing():
     first = database_state()
     call_command("seed_demo", "--quiet")
     assert database_state() == first
+
+
+def test_the_demo_clusters_sync_shows_drift_an_update_a_prune_and_applies_nothing(settings):
+    """The demo snapshot holds what an earlier sync left (scripts/make_demo_cluster.py): a
+    plan-only sync of the seeded demo finds the hand edit, the stale Queue and the leftover."""
+    from pathlib import Path
+
+    from scheduling.choices import SyncAction
+    from scheduling.sync import PLAN_ONLY, create_run, run_sync
+
+    fixture = Path(settings.BASE_DIR) / "monitoring" / "fixtures" / "demo_cluster.json"
+    settings.FAIRSHARE_CLUSTER = f"snapshot:{fixture}"
+    before = fixture.read_bytes()
+    call_command("seed_demo", quiet=True)
+
+    run = run_sync(create_run(dry_run=False).pk)
+    run.refresh_from_db()
+
+    assert run.status == "succeeded" and run.dry_run and PLAN_ONLY in run.log
+    drifted = list(run.items.filter(drift=True).values_list("kind", "namespace", "name"))
+    assert drifted == [("ResourceQuota", "research-ml", "fairshare")]
+    updated = set(run.items.filter(action=SyncAction.UPDATE).values_list("kind", "name"))
+    assert ("Queue", "production-team") in updated
+    pruned = list(run.items.filter(action=SyncAction.PRUNE).values_list("kind", "name"))
+    assert pruned == [("RoleBinding", "fairshare-member-former-intern")]
+    assert run.created_count == 0 and run.unchanged_count >= 40
+    assert fixture.read_bytes() == before

@@ -102,9 +102,7 @@ class Command(BaseCommand):
     # ------------------------------------------------------------ history
 
     def _history(self, start: datetime, now: datetime) -> dict[str, int]:
-        counts = dict.fromkeys(
-            ("collections", "gpu_samples", "shares", "budget_alerts", "idle"), 0
-        )
+        counts = dict.fromkeys(("collections", "gpu_samples", "shares", "budget_alerts", "idle"), 0)
         fine_from = max(start, services.floor_hour(now) - FINE_WINDOW)
         # Coarse part, a day at a time: write, roll up with the coarse cadence, check budgets.
         day = start
