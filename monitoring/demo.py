@@ -16,7 +16,9 @@ names and times, so every run gives the same history:
   mean, a daily swing (inference follows the working day), and noise; temperature, power and
   memory follow utilization. One pod per namespace profile can be marked *idle* (a notebook
   left holding a GPU): it reads 2-6 %, so idle-GPU detection and chargeback's idle share have
-  something real to find.
+  something real to find. A few GPUs read what trips one of the source documents' GPU alerts
+  (``monitoring.domain.gpu_alerts``): a data-loader-bound pod under 50 %, a GPU with its memory
+  full, one running hot.
 
 Nothing here reads a clock, settings or the database.
 """
@@ -31,6 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from monitoring.domain import gpu_alerts
 
 __all__ = [
     "GPU",
@@ -60,15 +64,18 @@ class Profile:
     swing: float = 5.0  # amplitude of the daily cycle, % (peak at 14:00 UTC)
     noise: float = 6.0  # ± uniform noise, %
     idle_pods: int = 0  # the N smallest GPU pods of the namespace idle at 2-6 % (a notebook)
+    trips: str = ""  # the smallest GPU pod's first GPU reads what trips this GPU alert
 
 
 PROFILES: Mapping[str, Profile] = {
-    "prod-training": Profile(duty=0.85, util=88, swing=3),
-    "prod-inference": Profile(duty=0.95, util=55, swing=25, noise=8),
+    "prod-training": Profile(duty=0.85, util=88, swing=3, trips=gpu_alerts.HIGH_TEMPERATURE.alert),
+    "prod-inference": Profile(duty=0.95, util=70, swing=14, noise=6),
     "research-ml": Profile(duty=0.55, weekend=0.6, util=82),
     "research-nlp": Profile(duty=0.5, weekend=0.5, util=74, idle_pods=1),
-    "cv-vision": Profile(duty=0.6, weekend=0.7, util=79),
-    "speech-asr": Profile(duty=0.5, weekend=0.6, util=71, noise=10),
+    "cv-vision": Profile(duty=0.6, weekend=0.7, util=79, trips=gpu_alerts.HIGH_MEMORY.alert),
+    "speech-asr": Profile(
+        duty=0.5, weekend=0.6, util=71, noise=10, trips=gpu_alerts.LOW_UTILIZATION.alert
+    ),
     "platform-tools": Profile(duty=0.9, util=30),
     "shared-batch": Profile(duty=0.7, util=65, noise=12),
 }
@@ -138,6 +145,7 @@ class DemoGpu:
     namespace: str
     pod: str
     idle: bool
+    trips: str = ""  # the GPU alert its readings trip ("" for none)
 
 
 @dataclass(frozen=True)
@@ -182,16 +190,19 @@ def demo_gpus(
             namespace, name = _name(pod)
             by_node.setdefault(node, []).append((namespace, name, gpus))
     idle_left = {ns: profile.idle_pods for ns, profile in PROFILES.items()}
-    idle_pods = set()
+    idle_pods, tripping = set(), {}
     held = sorted((ns, gpus, name) for pods_on in by_node.values() for ns, name, gpus in pods_on)
     for namespace, _, name in held:  # the smallest pods of a namespace idle first
         if idle_left.get(namespace, 0) > 0:
             idle_left[namespace] -= 1
             idle_pods.add((namespace, name))
+        elif namespace not in tripping.values() and _profile(namespace).trips:
+            tripping[(namespace, name)] = namespace
     out = []
     for node in sorted(by_node):
         index = 0
         for namespace, name, gpus in sorted(by_node[node]):
+            first = True
             for _ in range(gpus):
                 out.append(
                     DemoGpu(
@@ -202,9 +213,13 @@ def demo_gpus(
                         namespace=namespace,
                         pod=name,
                         idle=(namespace, name) in idle_pods,
+                        trips=_profile(namespace).trips
+                        if (namespace, name) in tripping and first
+                        else "",
                     )
                 )
                 index += 1
+                first = False
     return out
 
 
@@ -223,14 +238,22 @@ def readings_at(
             continue
         profile = _profile(gpu.namespace)
         jitter = _unit("util", gpu.uuid, int(t.timestamp() // 60)) * 2 - 1
-        if gpu.idle:
-            util = 4 + 2 * jitter
-        else:
-            daily = math.cos((hour - 14) / 24 * 2 * math.pi)
-            util = profile.util + profile.swing * daily + profile.noise * jitter
-        util = round(min(100.0, max(0.0, util)), 1)
         mem_total = 81559 * MIB  # an H100 80GB as NVML reports it
-        mem_share = 0.08 if gpu.idle else 0.35 + 0.55 * util / 100
+        if gpu.trips:
+            values = gpu_alerts.TRIPPING_VALUES[gpu.trips]
+            util = values["util_gpu"] + jitter
+            mem_share = values["mem_fraction"]
+            temp = values["temp_c"] + jitter
+        else:
+            if gpu.idle:
+                util = 4 + 2 * jitter
+            else:
+                daily = math.cos((hour - 14) / 24 * 2 * math.pi)
+                util = profile.util + profile.swing * daily + profile.noise * jitter
+            util = min(100.0, max(0.0, util))
+            mem_share = 0.08 if gpu.idle else 0.35 + 0.55 * util / 100
+            temp = 31 + 0.42 * util + 3 * jitter
+        util = round(util, 1)
         out.append(
             Reading(
                 gpu=gpu,
@@ -240,7 +263,7 @@ def readings_at(
                 mem_used=int(mem_total * mem_share),
                 mem_total=mem_total,
                 power_w=round(70 + 6.3 * util, 1),
-                temp_c=round(31 + 0.42 * util + 3 * jitter, 1),
+                temp_c=round(temp, 1),
             )
         )
     return out

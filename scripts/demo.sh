@@ -12,6 +12,9 @@ PORT=${PORT:-8000}
 # Notification emails go to files (one per message) instead of flooding this terminal.
 export EMAIL_BACKEND=${EMAIL_BACKEND:-django.core.mail.backends.filebased.EmailBackend}
 export EMAIL_FILE_PATH=${EMAIL_FILE_PATH:-$FAIRSHARE_VAR_DIR/mail}
+# The demo's GPU "agents" (backfill_demo --follow, below) report every minute.
+export FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS=${FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS:-60}
+export FAIRSHARE_LOG_FORMAT=${FAIRSHARE_LOG_FORMAT:-plain}
 mkdir -p "$FAIRSHARE_VAR_DIR"
 if [ -z "${SECRET_KEY:-}" ] && [ -z "${SECRET_KEY_FILE:-}" ]; then
   [ -f "$FAIRSHARE_VAR_DIR/secret_key" ] || .venv/bin/python -c \
@@ -25,6 +28,10 @@ PY=.venv/bin/python
 $PY manage.py migrate --noinput -v0
 $PY manage.py collectstatic --noinput -v0
 $PY manage.py seed_demo
+echo "Replaying five weeks of demo history (collections, GPU samples, rollups; about a minute)..."
+$PY manage.py backfill_demo >"$FAIRSHARE_VAR_DIR/backfill.log" 2>&1 \
+  || { echo "the demo history failed; see $FAIRSHARE_VAR_DIR/backfill.log" >&2; exit 1; }
+tail -n 1 "$FAIRSHARE_VAR_DIR/backfill.log"
 $PY manage.py collect_usage >/dev/null 2>&1 || echo "note: usage collection failed; see the worker log"
 $PY manage.py shell -c "from scheduling.services import compute_shares; compute_shares(trigger='demo')" \
   >/dev/null 2>&1 || true
@@ -36,6 +43,8 @@ trap cleanup EXIT INT TERM
 pids+=($!)
 .venv/bin/celery -A config beat --loglevel=WARNING \
   --schedule="$FAIRSHARE_VAR_DIR/celerybeat-schedule" >"$FAIRSHARE_VAR_DIR/beat.log" 2>&1 &
+pids+=($!)
+$PY manage.py backfill_demo --follow >"$FAIRSHARE_VAR_DIR/gpu-feed.log" 2>&1 &
 pids+=($!)
 .venv/bin/gunicorn config.wsgi:application --bind "127.0.0.1:$PORT" --workers 2 --threads 4 \
   --access-logfile - --error-logfile - >"$FAIRSHARE_VAR_DIR/web.log" 2>&1 &
