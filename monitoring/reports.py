@@ -216,7 +216,16 @@ def _report(request, form: ReportForm):
 def reports(request):
     """Chargeback for a period, grouped as chosen: a chart, the table and a CSV link."""
     form = _form(request)
-    context: dict = {"form": form, "is_admin": is_site_admin(request.user)}
+    this_month = timezone.now().astimezone(UTC).date().replace(day=1)
+    last_month = (this_month - timedelta(days=1)).replace(day=1)
+    context: dict = {
+        "form": form,
+        "is_admin": is_site_admin(request.user),
+        "quick_months": [
+            {"label": "This month (to date)", "value": f"{this_month:%Y-%m}"},
+            {"label": f"Last month ({last_month:%B %Y})", "value": f"{last_month:%Y-%m}"},
+        ],
+    }
     if form.is_valid():
         result, start, end, group_by = _report(request, form)
         if result is not None:

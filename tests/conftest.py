@@ -14,3 +14,13 @@ def _fast_password_hashing(settings):
 @pytest.fixture
 def cast(db):
     return make_cast()
+
+
+@pytest.fixture(autouse=True)
+def _sync_lock_per_worker(settings, worker_id):
+    """The sync lock's Redis key names the database (scheduling.sync._lock_key); every xdist
+    worker's in-memory SQLite test database has the same name, so give each worker its own."""
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        settings.FAIRSHARE_SYNC_LOCK_KEY = f"fairshare:sync-lock:tests-{worker_id}"
