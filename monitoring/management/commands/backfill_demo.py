@@ -84,10 +84,14 @@ class Command(BaseCommand):
             .values_list("taken_at", flat=True)
             .first()
         )
+        newest_gpu = GpuSample.objects.order_by("-taken_at").values_list("taken_at", flat=True)
+        newest_gpu = newest_gpu.first()
         if newest is None:
             start = _floor_day(now - timedelta(days=days))
         else:  # resume after the newest collection
             start = newest + timedelta(seconds=1)
+        # Each stream resumes after its own newest row (the GPU feed may have run on).
+        self.resume_gpu = start if newest_gpu is None else newest_gpu + timedelta(seconds=1)
         started = time.monotonic()
         counts = self._history(start, now)
         self.stdout.write(
@@ -116,7 +120,7 @@ class Command(BaseCommand):
                     if last_shares is None or t - last_shares >= SHARES_EVERY:
                         counts["shares"] += self._shares(t)
                         last_shares = t
-                for t in _steps(_ceil(day, COARSE_GPU), stop, COARSE_GPU):
+                for t in _steps(max(_ceil(day, COARSE_GPU), self.resume_gpu), stop, COARSE_GPU):
                     counts["gpu_samples"] += self._gpu_samples(t, now)
             services.rollup_usage(
                 start=services.floor_hour(day),
@@ -132,7 +136,7 @@ class Command(BaseCommand):
             for t in _steps(fine_from, now, services.collect_interval()):
                 self._collect(t, now)
                 counts["collections"] += 1
-            for t in _steps(fine_from, now, services.gpu_agent_interval()):
+            for t in _steps(max(fine_from, self.resume_gpu), now, services.gpu_agent_interval()):
                 counts["gpu_samples"] += self._gpu_samples(t, now)
         if fine_from < services.floor_hour(now):
             services.rollup_usage(start=fine_from, end=services.floor_hour(now), now=now)
