@@ -28,12 +28,14 @@ import json
 import os
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "monitoring" / "fixtures" / "demo_cluster.json"
 MANAGED = ("Namespace", "ResourceQuota", "LimitRange", "Role", "RoleBinding", "PriorityClass")
 LAST_APPLIED = "fairshare.io/last-applied"
+CREATED = "2026-10-01T09:00:00Z"  # "an earlier sync", a fixed time so the fixture is stable
 
 
 def main() -> int:
@@ -78,12 +80,10 @@ def main() -> int:
 
     doc = json.loads(FIXTURE.read_text())
     kept = [item for item in doc["items"] if not _is_ours(item)]
-    items = kept + sorted(managed, key=_sort_key)
-    head = {k: v for k, v in doc.items() if k != "items"}
-    lines = [json.dumps(item, separators=(",", ":")) for item in items]  # one item a line
-    FIXTURE.write_text(
-        json.dumps(head, separators=(",", ":"))[:-1] + ',"items":[\n' + ",\n".join(lines) + "\n]}\n"
-    )
+    from bench.cluster_gen import write_list  # the fixture's layout: one item a line
+
+    with FIXTURE.open("w") as out:
+        write_list(kept + sorted(managed, key=_sort_key), out)
     print(
         f"{FIXTURE.relative_to(ROOT)}: {len(kept)} nodes and pods, {len(managed)} managed objects"
     )
@@ -91,8 +91,14 @@ def main() -> int:
 
 
 def _as_dumped(obj: dict, kind: str) -> dict:
+    """As ``kubectl get -o json`` prints it (no managedFields); uid and creation time made
+    stable so that regenerating changes only what the renderer changed."""
     obj = dict(obj, kind=kind)
-    obj["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    path = f"{kind}/{meta.get('namespace', '')}/{meta['name']}"
+    meta["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"fairshare-demo:{path}"))
+    meta["creationTimestamp"] = CREATED
+    obj["metadata"] = meta
     return obj
 
 

@@ -52,7 +52,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {"<": operator.lt, ">": operat
 
 @dataclass(frozen=True)
 class GpuAlertRule:
-    """One alert of the ``fairshare.gpu-alerts`` group, as the PrometheusRule writes it."""
+    """One alert of the ``fairshare.gpu`` group, as the PrometheusRule writes it."""
 
     alert: str
     quantity: str  # UTILIZATION | MEMORY | TEMPERATURE

@@ -159,6 +159,7 @@ ROUTES: dict[str, Route] = {
     "logout": r(GET="405 " * 9 + "405", POST=("login " * 9 + "login", None)),
     "healthz": r(GET=PUBLIC),
     "readyz": r(GET=PUBLIC),
+    "favicon": r(GET="3xx " * 9 + "3xx"),  # a redirect to the static icon, for everyone
     "monitoring:metrics": r(GET="403 " * 9 + "403"),  # not loopback, no metrics token
     "api-schema": r(GET=PUBLIC),
     "api-docs": r(GET=PUBLIC),
