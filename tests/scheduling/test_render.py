@@ -185,6 +185,8 @@ def test_the_namespace_has_user_labels_and_ownership_labels():
                 "fairshare.io/team": "research",
                 "fairshare.io/tier": "production",
             },
+            # Volcano's PodGroup webhook routes the namespace's workloads to this queue.
+            "annotations": {"scheduling.volcano.sh/queue-name": "research"},
         },
     }
 
@@ -211,8 +213,10 @@ def test_the_limit_range_has_container_defaults_and_maxima():
             "limits": [
                 {
                     "type": "Container",
-                    "default": {"cpu": "2", "memory": "4Gi"},
-                    "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+                    # Explicit zero GPU defaults: without them the API server would copy the
+                    # max (8) into default and defaultRequest, giving every container 8 GPUs.
+                    "default": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "0"},
+                    "defaultRequest": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "0"},
                     "max": {"nvidia.com/gpu": "8"},
                 }
             ]
