@@ -8,7 +8,14 @@ from decimal import Decimal
 import pytest
 from kubernetes.utils import parse_quantity
 
-from scheduling.domain.plan import Change, FieldDiff, diff_object, plan, render_diff
+from scheduling.domain.plan import (
+    Change,
+    FieldDiff,
+    diff_object,
+    field_leaves,
+    plan,
+    render_diff,
+)
 from scheduling.domain.render import render
 from scheduling.domain.types import ClusterSpec, MemberSpec, NamespaceSpec, TeamSpec, TierSpec
 
@@ -59,6 +66,16 @@ def server_side(obj: dict, **metadata) -> dict:
     )
     live["status"] = {"hard": {"requests.cpu": "1"}, "used": {"requests.cpu": "0"}}
     return live
+
+
+def fields_v1(obj: dict) -> dict:
+    """A ``fieldsV1`` tree owning every leaf of ``obj`` (what its applier would own)."""
+    tree: dict = {}
+    for path in field_leaves(obj):
+        node = tree
+        for part in path:
+            node = node.setdefault(f"f:{part}", {})
+    return tree
 
 
 def run(desired, live, **kwargs) -> list[Change]:
@@ -160,7 +177,9 @@ def test_limit_range_quantities_are_compared_semantically_too():
         "spec": {"limits": [item]},
     }
     live = server_side(desired)
+    # As stored: SetDefaults_LimitRangeItem copied default into defaultRequest.
     live["spec"]["limits"][0]["default"] = {"cpu": "1000m", "memory": "1024Mi"}
+    live["spec"]["limits"][0]["defaultRequest"] = {"cpu": "1", "memory": "1Gi"}
     assert ops(run([desired], [live])) == [("unchanged", "LimitRange", "team-a", "fairshare")]
 
 
@@ -232,8 +251,12 @@ def test_an_unlabelled_live_object_we_desire_is_adopted_by_an_update():
         ({}, {"guarantee": {"resource": {}}}, []),
     ],
 )
-def test_owned_fields_are_compared_whole(live_spec, desired_spec, diff):
+def test_fields_we_applied_before_are_compared_key_by_key(live_spec, desired_spec, diff):
     live = server_side(queue("team-a", **live_spec))
+    # We applied everything the live object has (our managedFields entry says so).
+    live["metadata"]["managedFields"].append(
+        {"manager": "fairshare", "operation": "Apply", "fieldsV1": fields_v1(live)}
+    )
     desired = queue("team-a", **desired_spec)
     assert list(diff_object(desired, live, parse_quantity=parse_quantity)) == diff
 
