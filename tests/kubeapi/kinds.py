@@ -65,6 +65,26 @@ KINDS: tuple[Kind, ...] = (
         custom=True,
         short_names=("q", "queue-v1beta1"),
     ),
+    Kind(
+        "PodGroup",
+        "scheduling.volcano.sh",
+        "v1beta1",
+        "podgroups",
+        True,
+        status_subresource=True,
+        custom=True,
+        short_names=("pg", "podgroup-v1beta1"),
+    ),
+    Kind(
+        "Job",
+        "batch.volcano.sh",
+        "v1alpha1",
+        "jobs",
+        True,
+        status_subresource=True,
+        custom=True,
+        short_names=("vcjob", "vj"),
+    ),
 )
 
 BY_KIND: dict[str, Kind] = {k.kind: k for k in KINDS}
