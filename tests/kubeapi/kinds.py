@@ -43,6 +43,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("Node", "", "v1", "nodes", False, status_subresource=True),
     Kind("Pod", "", "v1", "pods", True, status_subresource=True),
     Kind("ResourceQuota", "", "v1", "resourcequotas", True, status_subresource=True),
+    Kind("ConfigMap", "", "v1", "configmaps", True, fields=("data", "binaryData", "immutable")),
     Kind("LimitRange", "", "v1", "limitranges", True, fields=("spec",)),
     Kind("Role", RBAC, "v1", "roles", True, "path", fields=("rules",)),
     Kind("RoleBinding", RBAC, "v1", "rolebindings", True, "path", fields=("subjects", "roleRef")),
