@@ -513,7 +513,9 @@ def plan(
        ``unchanged`` when there are none (an unlabelled live object is adopted: the missing
        ownership label is one of the diffs);
     3. live, not desired, labelled ``app.kubernetes.io/managed-by: fairshare`` → ``prune``,
-       except Namespaces unless ``prune_namespaces``; unlabelled live objects are never touched;
+       except Namespaces unless ``prune_namespaces``: those are *released* instead (an
+       ``update`` applying an empty manifest, which removes the labels and annotations we
+       applied, the queue routing among them); unlabelled live objects are never touched;
     4. Queue updates get their shrink-stage ``interim`` (see :func:`apply_steps`);
     5. order: non-prunes by ``render.sort_key`` (dependency order), then prunes in reverse.
 
@@ -551,6 +553,24 @@ def plan(
         if key in want or not _is_managed(body):
             continue
         if kind == "Namespace" and not prune_namespaces:
+            # Kept, but released: applying a manifest with nothing in it makes server-side
+            # apply remove every label and annotation we applied (the queue routing and our
+            # ownership labels), so it no longer routes to a Queue that is gone.
+            release = {
+                "apiVersion": body.get("apiVersion", "v1"),
+                "kind": kind,
+                "metadata": {"name": name},
+            }
+            diff = diff_object(
+                release,
+                body,
+                parse_quantity=parse_quantity,
+                last_applied_annotation=last_applied_annotation,
+            )
+            if diff:
+                changes.append(
+                    (sort_key(body, depths), Change("update", kind, namespace, name, release, diff))
+                )
             continue
         change = Change("prune", kind, namespace, name, dict(body))
         if kind == "Queue":

@@ -1127,6 +1127,8 @@ class FakeKubeApi:
         if not meta.get("name") and meta.get("generateName"):
             suffix = "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
             meta["name"] = meta["generateName"] + suffix
+        if kind.namespaced and not meta.get("namespace"):
+            meta["namespace"] = ns  # (admission sees the request's namespace)
         self._server_fields(kind, obj, None)
         self._validate(kind, obj, None, query)
         with self.store.lock:

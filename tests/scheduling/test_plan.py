@@ -334,9 +334,28 @@ def test_changing_a_priority_class_value_needs_a_replace(live_value, desired_val
 # ---------------------------------------------------------------- namespaces and ordering
 
 
-def test_namespaces_are_never_pruned_by_default():
-    live = [server_side(namespace("gone")), server_side(quota({"requests.cpu": "1"}, "gone"))]
-    assert ops(run([], live)) == [("prune", "ResourceQuota", "gone", "fairshare")]
+def test_namespaces_are_never_pruned_by_default_but_released():
+    gone = server_side(namespace("gone"))
+    gone["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "team-a"}
+    gone["metadata"]["managedFields"].append(
+        {"manager": "fairshare", "operation": "Apply", "fieldsV1": fields_v1(gone)}
+    )
+    live = [gone, server_side(quota({"requests.cpu": "1"}, "gone"))]
+
+    changes = run([], live)
+
+    assert ops(changes) == [
+        ("update", "Namespace", None, "gone"),
+        ("prune", "ResourceQuota", "gone", "fairshare"),
+    ]
+    # Released: an empty apply removes what we applied, the routing to a queue that is gone.
+    release = changes[0]
+    assert release.body == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gone"}}
+    assert release.diff == (
+        FieldDiff("metadata.annotations.scheduling.volcano.sh/queue-name", "team-a", None),
+        FieldDiff("metadata.labels.app.kubernetes.io/managed-by", "fairshare", None),
+        FieldDiff("metadata.labels.fairshare.io/team", "team-a", None),
+    )
 
 
 def test_namespaces_are_pruned_when_asked_after_their_contents():
