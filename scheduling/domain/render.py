@@ -115,6 +115,7 @@ __all__ = [
     "object_key",
     "object_name",
     "queue_amounts",
+    "queue_depths",
     "render",
     "sort_key",
 ]
@@ -195,21 +196,42 @@ def object_key(manifest: Mapping[str, Any]) -> tuple[str, str | None, str]:
     return (manifest["kind"], metadata.get("namespace") or None, metadata["name"])
 
 
-def file_name(manifest: Mapping[str, Any]) -> str:
-    """Return a stable relative path for GitOps export.
+def file_name(manifest: Mapping[str, Any], depth: int = 0) -> str:
+    """Return a stable relative path for GitOps export, in an order ``kubectl apply -R -f``
+    can apply in one pass (it walks the tree in lexical order).
 
-    Namespaced objects and the Namespace itself go under ``namespaces/<ns>/`` (so deleting a
-    namespace's folder removes all of it); the other cluster-scoped objects under ``cluster/``:
-    ``cluster/queue-research-team.yaml``, ``namespaces/ml/resourcequota-fairshare.yaml``,
-    ``namespaces/ml/namespace-ml.yaml``.
+    Cluster-scoped objects go under ``cluster/`` (before ``namespaces/``), Queues numbered by
+    their ``depth`` in the hierarchy so a parent comes before its children (Volcano's webhook
+    refuses a child whose parent does not exist yet); a namespace's objects under
+    ``namespaces/<ns>/``, the Namespace itself first (``00-``), so deleting the folder removes
+    all of it: ``cluster/priorityclass-production.yaml``, ``cluster/queue-1-cv-team.yaml``,
+    ``namespaces/ml/00-namespace-ml.yaml``, ``namespaces/ml/resourcequota-fairshare.yaml``.
     """
     kind, namespace, name = object_key(manifest)
     base = f"{kind.lower()}-{name}.yaml"
     if kind == "Namespace":
-        return f"namespaces/{name}/{base}"
+        return f"namespaces/{name}/00-{base}"
+    if kind == "Queue":
+        return f"cluster/{kind.lower()}-{depth}-{name}.yaml"
     if namespace is None:
         return f"cluster/{base}"
     return f"namespaces/{namespace}/{base}"
+
+
+def queue_depths(manifests: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Depth of each rendered Queue (0 for the top level) from the manifests' ``spec.parent``."""
+    parents = {
+        m["metadata"]["name"]: (m.get("spec") or {}).get("parent")
+        for m in manifests
+        if m.get("kind") == "Queue"
+    }
+    depths: dict[str, int] = {}
+    for name in parents:
+        depth, current = 0, parents[name]
+        while current and depth <= len(parents):
+            depth, current = depth + 1, parents.get(current)
+        depths[name] = depth
+    return depths
 
 
 def sort_key(

@@ -525,10 +525,11 @@ def test_object_name_rejects_what_it_does_not_render(args):
 def test_file_names_are_stable_and_unique():
     names = [file_name(obj) for obj in render(RESEARCH)]
     assert len(set(names)) == len(names)
+    # Lexical order is apply order: cluster objects, then each Namespace before its contents.
     assert sorted(names)[:6] == [
         "cluster/priorityclass-production.yaml",
-        "cluster/queue-research.yaml",
-        "namespaces/research-dev/namespace-research-dev.yaml",
+        "cluster/queue-0-research.yaml",
+        "namespaces/research-dev/00-namespace-research-dev.yaml",
         "namespaces/research-dev/resourcequota-fairshare.yaml",
         "namespaces/research-dev/rolebinding-fairshare-lead.yaml",
         "namespaces/research-dev/rolebinding-fairshare-member.yaml",
