@@ -565,7 +565,7 @@ def _scheduler_notes(api_client: Any, desired: Sequence[Mapping[str, Any]]) -> l
     """Warnings about the live Volcano scheduler configuration (none when it is unreadable).
 
     Fairshare's DRF ``deserved`` and its departments only take effect with Volcano's
-    ``capacity`` plugin (``enabledHierarchy: true`` for departments); the default configuration
+    ``capacity`` plugin (``enableHierarchy: true`` for departments); the default configuration
     uses ``proportion``, which ignores both. ``FAIRSHARE_VOLCANO_SCHEDULER_CONFIG`` names the
     ConfigMap (``namespace/name``, default ``volcano-system/volcano-scheduler-configmap``).
     """

@@ -5,7 +5,8 @@ volcano-scheduler-configmap`` in the Helm chart, key ``volcano-scheduler.conf``)
 document with ``actions`` and ``tiers`` of ``plugins``. Fairshare writes its DRF allocation into
 each Queue's ``deserved`` and builds department hierarchies with ``parent``; only the
 ``capacity`` plugin reads those (``pkg/scheduler/plugins/capacity/capacity.go``, hierarchy with
-``enabledHierarchy: true``). The default configuration uses ``proportion``
+``enableHierarchy: true``: the YAML key of ``EnabledHierarchy`` in
+``pkg/scheduler/conf/scheduler_conf.go``). The default configuration uses ``proportion``
 (``pkg/scheduler/plugins/proportion/proportion.go``), which computes its own deserved from
 ``weight`` and ignores ``deserved`` and ``parent``. ``deploy/volcano/`` ships the configuration
 Fairshare expects.
@@ -62,8 +63,9 @@ def scheduler_config_warnings(text: str, *, hierarchy: bool = False) -> list[str
        (departments) have no effect;
     3. ``proportion`` enabled as well → the two plugins both compute deserved shares (Volcano
        documents them as alternatives);
-    4. departments (``hierarchy``) but ``capacity`` without ``enabledHierarchy: true`` → the
-       department Queues are ignored.
+    4. departments (``hierarchy``) but ``capacity`` without ``enableHierarchy: true`` → the
+       department Queues are ignored (``enabledHierarchy``, the Go field's name, is not the
+       YAML key and is ignored by Volcano: said so).
     """
     try:
         config = yaml.safe_load(text)
@@ -85,9 +87,14 @@ def scheduler_config_warnings(text: str, *, hierarchy: bool = False) -> list[str
         warnings.append(
             "both the proportion and the capacity plugin are enabled; use capacity only"
         )
-    if hierarchy and capacity is not None and not capacity.get("enabledHierarchy"):
+    if hierarchy and capacity is not None and capacity.get("enableHierarchy") is not True:
+        hint = (
+            " (the key is enableHierarchy; Volcano ignores enabledHierarchy)"
+            if "enabledHierarchy" in capacity
+            else ""
+        )
         warnings.append(
-            "the capacity plugin runs without enabledHierarchy: true, so department Queues "
-            "(spec.parent) are ignored"
+            "the capacity plugin runs without enableHierarchy: true, so department Queues "
+            f"(spec.parent) are ignored{hint}"
         )
     return warnings
