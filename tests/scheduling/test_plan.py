@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from decimal import Decimal
 
 import pytest
@@ -13,6 +14,7 @@ from scheduling.domain.plan import (
     FieldDiff,
     diff_object,
     field_leaves,
+    fields_v1_leaves,
     plan,
     render_diff,
 )
@@ -491,3 +493,108 @@ def test_a_rendered_model_plans_as_all_creates_in_render_order():
 )
 def test_render_diff_reads_like_a_changelog(change, text):
     assert render_diff(change) == text
+
+
+# ---------------------------------------------------------------- what a real server adds
+
+
+def test_server_filled_queue_fields_are_not_differences():
+    desired = queue("ai-research", capability={"nvidia.com/gpu": "208"})
+    live = server_side(desired)
+    # Volcano's controller (parent: root), the CRD default (dequeueStrategy) and the
+    # controller's annotation, all owned by someone else.
+    live["spec"].update(parent="root", dequeueStrategy="traverse")
+    live["metadata"]["annotations"] = {"volcano.sh/closed-by-parent": "false"}
+    live["metadata"]["managedFields"] = [
+        {"manager": "fairshare", "operation": "Apply", "fieldsV1": fields_v1(desired)},
+        {
+            "manager": "queue-controller",
+            "operation": "Update",
+            "fieldsV1": {"f:spec": {"f:parent": {}}},
+        },
+    ]
+
+    assert diff_object(desired, live, parse_quantity=parse_quantity) == ()
+
+
+def test_another_managers_key_in_a_map_we_set_is_theirs():
+    desired = quota({"requests.cpu": "8"})
+    live = server_side(quota({"requests.cpu": "8", "count/pods": "100"}))
+    live["metadata"]["managedFields"] = [
+        {"manager": "fairshare", "operation": "Apply", "fieldsV1": fields_v1(desired)},
+        {
+            "manager": "kubectl",
+            "operation": "Apply",
+            "fieldsV1": {"f:spec": {"f:hard": {"f:count/pods": {}}}},
+        },
+    ]
+
+    assert diff_object(desired, live, parse_quantity=parse_quantity) == ()
+
+
+def test_a_key_we_applied_and_another_manager_also_owns_is_left_to_them():
+    desired = quota({"requests.cpu": "8"})
+    live = server_side(quota({"requests.cpu": "8", "requests.memory": "1Gi"}))
+    owned = {"f:spec": {"f:hard": {"f:requests.cpu": {}, "f:requests.memory": {}}}}
+    live["metadata"]["managedFields"] = [
+        {"manager": "fairshare", "operation": "Apply", "fieldsV1": owned},
+        {
+            "manager": "kubectl",
+            "operation": "Apply",
+            "fieldsV1": {"f:spec": {"f:hard": {"f:requests.memory": {}}}},
+        },
+    ]
+
+    # apply would only drop our ownership, not the value: nothing to write for it
+    assert diff_object(desired, live, parse_quantity=parse_quantity) == ()
+
+
+def test_api_server_defaults_of_fields_we_set_are_not_differences():
+    item = {"type": "Container", "max": {"nvidia.com/gpu": "8"}}
+    desired = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "fairshare", "namespace": "team-a", "labels": OURS},
+        "spec": {"limits": [item]},
+    }
+    live = server_side(desired)
+    live["spec"]["limits"][0].update(
+        default={"nvidia.com/gpu": "8"}, defaultRequest={"nvidia.com/gpu": "8"}
+    )
+
+    assert diff_object(desired, live, parse_quantity=parse_quantity) == ()
+
+
+def test_without_managed_fields_the_last_applied_annotation_says_what_we_set():
+    previous = queue("team-a", capability={"cpu": "8", "nvidia.com/gpu": "4"})
+    live = server_side(previous)
+    live["metadata"]["managedFields"] = []
+    live["metadata"]["annotations"] = {"fairshare.io/last-applied": json.dumps(previous)}
+    desired = queue("team-a", capability={"cpu": "8"})
+
+    assert diff_object(desired, live, parse_quantity=parse_quantity) == ()
+    assert diff_object(
+        desired,
+        live,
+        parse_quantity=parse_quantity,
+        last_applied_annotation="fairshare.io/last-applied",
+    ) == (FieldDiff("spec.capability.nvidia.com/gpu", "4", None),)
+
+
+def test_field_leaves_are_per_map_key_with_atomic_lists_whole():
+    binding = {
+        "kind": "RoleBinding",
+        "metadata": {"name": "b", "labels": {"a": "1"}, "annotations": {"x": "y"}},
+        "roleRef": {"kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": "alice"}],
+    }
+    assert field_leaves(binding) == {
+        ("metadata", "labels", "a"),
+        ("metadata", "annotations", "x"),
+        ("roleRef", "kind"),
+        ("roleRef", "name"),
+        ("subjects",),
+    }
+    assert fields_v1_leaves(
+        {"f:spec": {"f:hard": {"f:requests.cpu": {}}, "f:limits": {'k:{"type":"Pod"}': {}}}}
+    ) == {("spec", "hard", "requests.cpu"), ("spec", "limits")}
