@@ -12,7 +12,7 @@ temporary grants whose window has not opened yet are counted as reserved. The ch
 cluster-wide lock (``capacity_lock``) inside the approving transaction, so two admins approving
 at once can never over-commit.
 
-Hierarchy rules (DESIGN.md "Upstream semantics"; Volcano's queue webhook, see docs/hierarchy.md):
+Hierarchy rules (DESIGN.md "Upstream semantics"; Volcano's queue webhook, see docs/upstream.md):
 a department's Queue guarantee is *derived* — max(its own guarantee, Σ its teams') — so the
 rules that can be broken by a change are, per resource, (1) a team's limit may not be over the
 limit of its nearest ancestor that has one, and (2) a department's derived guarantee may not be
