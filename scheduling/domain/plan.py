@@ -187,7 +187,8 @@ class Change:
 
 
 def server_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a copy of ``manifest`` with the defaults the API server would add to it.
+    """Return ``manifest`` with the defaults the API server would add to it (a new dict; nested
+    parts that are not defaulted are shared, so treat the result as read-only).
 
     Only defaults of fields a manifest may set are modelled — the ones that would otherwise make
     a live object look different from what we applied:
@@ -200,8 +201,15 @@ def server_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
     * Queue: ``reclaimable: true`` and ``weight: 1`` (Volcano ``pkg/webhooks/admission/queues/
       mutate/mutate_queue.go`` ``createQueuePatch``).
     """
-    obj = copy.deepcopy(dict(manifest))
-    kind = obj.get("kind")
+    kind = manifest.get("kind")
+    if kind not in ("LimitRange", "PriorityClass", "Queue"):
+        return dict(manifest)  # nothing defaulted: no copy (the planner only reads it)
+    if kind == "LimitRange":
+        obj = copy.deepcopy(dict(manifest))
+    else:
+        obj = dict(manifest)
+        if isinstance(obj.get("spec"), Mapping):
+            obj["spec"] = dict(obj["spec"])
     if kind == "LimitRange":
         for item in _get(obj, ("spec", "limits")) or ():
             if isinstance(item, dict) and item.get("type") == "Container":
@@ -662,14 +670,15 @@ def _queue_interims(
 ) -> tuple[dict[Any, tuple[dict[str, Any], Stage]], set[str]]:
     """The shrink-stage manifest of every live Queue that has to shrink before others grow.
 
-    For a Queue that stays under the same chain of ancestors: per resource the smaller of the
-    live and desired guarantee, deserved and capability (the "meet" of the two states). For a
-    Queue that moves (its parent, or an ancestor's, changes) or is pruned while it still has
-    children that survive: no guarantee and no deserved, and a capability no larger than the
-    shrink-stage capability of any old ancestor — it is out of its old parent's sums before the
-    old parent shrinks. Returned only where the interim state differs from the live one; the
-    stage is ``shrink`` when the interim state is the desired one (a pure decrease). Also
-    returns the names of live Queues that have desired Queues below them.
+    Per resource, the smaller of the live and desired guarantee, deserved and capability (the
+    "meet" of the two states: it satisfies every rule both states satisfy). A Queue that leaves
+    its parent (its ``spec.parent`` changes away from a department) is also moved to the top
+    level in this stage — a top-level Queue has no parent to fit — so its old parent can
+    shrink; the main stage puts it under its new parent once that one has grown. Its
+    descendants move with it. Returned only where the interim state differs from the live one;
+    the stage is ``shrink`` when the interim state is the desired one (a pure decrease). Also
+    returns the names of live Queues that have desired Queues below them (pruned ones among them
+    are deleted last, after their children moved away).
     """
     live_queues = {key[2]: obj for key, obj in have.items() if key[0] == "Queue"}
     wanted_queues = {key[2]: obj for key, obj in want.items() if key[0] == "Queue"}
@@ -688,61 +697,39 @@ def _queue_interims(
     for name in wanted_queues:
         survivors_below.update(chain(old_parent, name))
     result: dict[Any, tuple[dict[str, Any], Stage]] = {}
-    interim_caps: dict[str, dict[str, Any]] = {}
-    for name in sorted(live_queues, key=lambda n: (len(chain(old_parent, n)), n)):
-        live = live_queues[name]
-        desired = wanted_queues.get(name)
-        if desired is None and name not in survivors_below:
-            continue  # deleted with its whole subtree: no interim needed
-        moved = desired is None or chain(old_parent, name) != chain(new_parent, name)
+    for name in sorted(live_queues):
+        live, desired = live_queues[name], wanted_queues.get(name)
+        if desired is None:
+            continue  # pruned: deleted (early with its subtree, else after its children left)
+        leaves = old_parent[name] is not None and old_parent[name] != new_parent.get(name)
         live_amounts = {f: _amounts(live, f) for f in _HIERARCHY}
         desired_amounts = {f: _amounts(desired, f) for f in _HIERARCHY}
-        cap = _meet(
-            live_amounts["capability"],
-            desired_amounts["capability"] if desired is not None else live_amounts["capability"],
-            missing_is_infinite=True,
-            parse=parse,
-        )
-        if moved:
-            for ancestor in chain(old_parent, name):
-                cap = _meet(
-                    cap, interim_caps.get(ancestor, {}), missing_is_infinite=True, parse=parse
-                )
-            interim = {"capability": cap, "guarantee": {}, "deserved": {}}
-        else:
-            interim = {
-                "capability": cap,
-                "guarantee": _meet(
-                    live_amounts["guarantee"],
-                    desired_amounts["guarantee"],
-                    missing_is_infinite=False,
-                    parse=parse,
-                ),
-                "deserved": _meet(
-                    live_amounts["deserved"],
-                    desired_amounts["deserved"],
-                    missing_is_infinite=False,
-                    parse=parse,
-                ),
-            }
-        interim_caps[name] = interim["capability"]
-        if _same_amounts(interim, live_amounts, parse):
+        interim = {
+            "capability": _meet(
+                live_amounts["capability"],
+                desired_amounts["capability"],
+                missing_is_infinite=True,
+                parse=parse,
+            ),
+            "guarantee": _meet(
+                live_amounts["guarantee"],
+                desired_amounts["guarantee"],
+                missing_is_infinite=False,
+                parse=parse,
+            ),
+            "deserved": _meet(
+                live_amounts["deserved"],
+                desired_amounts["deserved"],
+                missing_is_infinite=False,
+                parse=parse,
+            ),
+        }
+        if not leaves and _same_amounts(interim, live_amounts, parse):
             continue  # nothing goes down: the change (if any) waits for the main stage
-        base = desired if desired is not None else live
-        body = _with_amounts(
-            {k: v for k, v in base.items() if k != "status"}, old_parent.get(name), interim
+        body = _with_amounts(desired, None if leaves else old_parent[name], interim)
+        pure = _same_amounts(interim, desired_amounts, parse) and (
+            (None if leaves else old_parent[name]) == new_parent.get(name)
         )
-        if desired is not None:
-            metadata = dict(desired.get("metadata") or {})
-            body["metadata"] = copy.deepcopy(metadata)
-        else:
-            body["metadata"] = {
-                k: copy.deepcopy(v)
-                for k, v in (live.get("metadata") or {}).items()
-                if k in ("name", "labels")
-            }
-            body.pop("status", None)
-        pure = desired is not None and not moved and _same_amounts(interim, desired_amounts, parse)
         result[("Queue", None, name)] = (body, "shrink" if pure else "main")
     return result, survivors_below
 

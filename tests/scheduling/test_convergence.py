@@ -316,3 +316,27 @@ def test_random_admin_changes_always_converge_in_one_sync(cluster):
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
         ),
     )
+
+
+# A sequence the state machine found (kept as a plain test).
+
+
+def test_a_department_moving_to_the_top_with_its_team_converges(cluster):
+    AdminChanges.cluster = cluster
+    state = AdminChanges()
+    try:
+        state.start()
+        state.rebalance_guarantees(moves={"team-a": 0, "team-b": 25})
+        state.converges()
+        state.rebalance_guarantees(moves={"team-a": 0, "team-b": 0})
+        state.converges()
+        state.move(parent=None, team="team-a")
+        state.converges()
+        state.rebalance_guarantees(moves={"team-a": 2, "team-b": 1})
+        state.converges()
+        state.move(parent="team-c", team="team-b")
+        state.converges()
+        state.move(parent=None, team="team-c")
+        state.converges()
+    finally:
+        state.teardown()

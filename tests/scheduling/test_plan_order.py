@@ -9,7 +9,7 @@ import copy
 import pytest
 from kubernetes.utils import parse_quantity
 
-from scheduling.domain.plan import apply_steps, plan
+from scheduling.domain.plan import apply_steps, field_leaves, plan
 from tests.kubeapi import volcano
 
 GPU = "nvidia.com/gpu"
@@ -35,10 +35,19 @@ def queue(name, parent=None, g=None, d=None, c=None, **extra):
 
 
 def live(*queues):
-    """As stored: the controller put parentless queues under root."""
+    """As stored after our apply: we own what we set; the controller put parentless queues
+    under root."""
     out = []
     for q in queues:
         q = copy.deepcopy(q)
+        tree: dict = {}
+        for path in field_leaves(q):
+            node = tree
+            for part in path:
+                node = node.setdefault(f"f:{part}", {})
+        q["metadata"]["managedFields"] = [
+            {"manager": "fairshare", "operation": "Apply", "fieldsV1": tree}
+        ]
         q["spec"].setdefault("parent", "root")
         out.append(q)
     return out
@@ -54,7 +63,8 @@ def simulate(live_queues, writes):
             continue
         new = copy.deepcopy(body)
         if not new["spec"].get("parent"):
-            new["spec"]["parent"] = store.get(name, {}).get("spec", {}).get("parent") or "root"
+            # server-side apply removes the parent we set before; the controller sets root
+            new["spec"]["parent"] = "root"
         volcano.validate_queue(new, store.get(name), store)
         store[name] = new
     return store
@@ -138,6 +148,11 @@ CASES = {
             queue("t", "y", 40, 40, 100),
             queue("u", "y", 10, 10, 100),
         ],
+    ),
+    # A department leaves its parent with its own team below it; the old parent shrinks.
+    "move a subtree": (
+        [queue("x", g=10, d=10, c=100), queue("c", "x", 10, 10, 80), queue("b", "c", 10, 10, 80)],
+        [queue("x"), queue("c", None, 10, 10, 80), queue("b", "c", 10, 10, 80)],
     ),
     # A department goes away with its team; another team moves out of it first.
     "prune a parent": (
