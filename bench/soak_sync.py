@@ -77,6 +77,7 @@ from scheduling.k8s.apply import call_with_retry  # noqa: E402
 from scheduling.k8s.client import build_api_client  # noqa: E402
 from scheduling.k8s.errors import K8sError  # noqa: E402
 from scheduling.models import SyncRun  # noqa: E402
+from tests.kubeapi import volcano  # noqa: E402
 from tests.kubeapi.server import FakeKubeApi  # noqa: E402
 
 GPU = "nvidia.com/gpu"
@@ -423,6 +424,10 @@ class Soak:
     def _perturb(self) -> None:
         """Someone works on the cluster behind Fairshare's back: edits, deletes, leftovers."""
         rng = self.rng
+
+        def queues() -> dict:
+            return {q["metadata"]["name"]: q for q in self.server.objects("Queue")}
+
         for _ in range(rng.randint(1, 4)):
             what = rng.choice(("drift", "drift", "vanish", "stray"))
             if what == "stray":
@@ -438,6 +443,9 @@ class Soak:
                 continue
             obj = rng.choice(ours)
             if what == "vanish":
+                if kind == "Queue" and volcano.children_of(obj["metadata"]["name"], queues()):
+                    # Volcano's webhook refuses to delete a queue with children (kubectl too).
+                    continue
                 self.server.store.remove(kind, *_key(obj)[1:])
             elif kind == "Queue":
                 obj["spec"]["weight"] = obj["spec"].get("weight", 1) + 7

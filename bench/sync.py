@@ -87,11 +87,17 @@ def populate(teams: int, namespaces: int) -> None:
         team.parent = ordered[i % departments]
     Team.objects.bulk_update(ordered[departments:], ["parent"])
     quotas = []
-    for team in ordered:
+    for i, team in enumerate(ordered):
+        # A department's limits hold its nine teams' guarantees (the hierarchy rules).
+        scale = 10 if i < departments else 1
         quotas += [
-            TeamQuota(team=team, resource=GPU, guarantee=Decimal(4), limit=Decimal(16)),
-            TeamQuota(team=team, resource="cpu", guarantee=Decimal(32), limit=Decimal(256)),
-            TeamQuota(team=team, resource="memory", guarantee=Decimal(0), limit=Decimal(2**40)),
+            TeamQuota(team=team, resource=GPU, guarantee=Decimal(4), limit=Decimal(16 * scale)),
+            TeamQuota(
+                team=team, resource="cpu", guarantee=Decimal(32), limit=Decimal(256 * scale)
+            ),
+            TeamQuota(
+                team=team, resource="memory", guarantee=Decimal(0), limit=Decimal(2**40 * scale)
+            ),
         ]
     TeamQuota.objects.bulk_create(quotas)
     LimitPolicy.objects.bulk_create(

@@ -1,6 +1,7 @@
 """Django admin for superuser repair work (not the product UI): site admins only, and every
 queryset goes through ``visible_to`` like the rest of the app."""
 
+from django import forms
 from django.contrib import admin
 
 from quotas.models import (
@@ -17,6 +18,7 @@ from quotas.models import (
     TeamQuota,
 )
 from quotas.querysets import is_site_admin
+from quotas.services import check_hierarchy
 
 
 class SiteAdminOnly:
@@ -48,8 +50,57 @@ class MembershipInline(admin.TabularInline):
     autocomplete_fields = ["user"]
 
 
+class TeamQuotaForm(forms.ModelForm):
+    """Admin edits of a quota obey the hierarchy rules (``services.check_hierarchy``): a
+    refusal is a form error naming the department and the numbers."""
+
+    class Meta:
+        model = TeamQuota
+        fields = ["team", "resource", "guarantee", "limit"]
+
+    def clean(self):
+        data = super().clean()
+        team, resource = (
+            data.get("team") or getattr(self.instance, "team", None),
+            data.get("resource"),
+        )
+        if team is not None and team.pk and resource and "guarantee" in data:
+            check_hierarchy({(team.pk, resource): (data["guarantee"], data.get("limit"))})
+        return data
+
+
+class TeamForm(forms.ModelForm):
+    """Moving a team under another department, or reactivating it, obeys the hierarchy rules."""
+
+    class Meta:
+        model = Team
+        fields = [
+            "slug",
+            "name",
+            "parent",
+            "weight",
+            "tier",
+            "cost_center",
+            "reclaimable",
+            "active",
+            "description",
+        ]
+
+    def clean(self):
+        data = super().clean()
+        if self.instance.pk and ("parent" in data or "active" in data):
+            parent = data.get("parent")
+            check_hierarchy(
+                parents={self.instance.pk: parent.pk if parent else None},
+                active={self.instance.pk: data.get("active", self.instance.active)},
+                field="parent" if "parent" in self.changed_data else "active",
+            )
+        return data
+
+
 class TeamQuotaInline(admin.TabularInline):
     model = TeamQuota
+    form = TeamQuotaForm
     extra = 0
 
 
@@ -68,6 +119,7 @@ class TeamAdmin(SiteAdminOnly, admin.ModelAdmin):
     list_filter = ["active", "tier", "reclaimable"]
     search_fields = ["slug", "name", "cost_center"]
     inlines = [MembershipInline, TeamQuotaInline]
+    form = TeamForm
 
 
 @admin.register(PriorityTier)
@@ -91,6 +143,7 @@ class NamespaceAdmin(SiteAdminOnly, admin.ModelAdmin):
 
 @admin.register(TeamQuota)
 class TeamQuotaAdmin(SiteAdminOnly, admin.ModelAdmin):
+    form = TeamQuotaForm
     list_display = ["team", "resource", "guarantee_display", "limit_display"]
     search_fields = ["team__slug", "resource"]
 

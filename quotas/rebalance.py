@@ -26,6 +26,7 @@ from quotas.services import (
     capacity_lock,
     check_capacity,
     coalesced_quota_changes,
+    new_hierarchy_problems,
     notify_quota_changed,
     set_team_quota,
 )
@@ -66,6 +67,45 @@ def _resolve_tier(value) -> PriorityTier | None:
     return tier
 
 
+def _check_hierarchy(
+    quota_updates: list[tuple[Team, str, Decimal, Decimal | None, Decimal]],
+) -> None:
+    """Refuse guarantees that would put a department's teams over its limit (all together).
+
+    Each message goes on every changed guarantee of that resource under the department (for
+    the rule "limit" on the team itself): ``<slug>.guarantee.<resource>``.
+    """
+    problems = new_hierarchy_problems(
+        {(team.pk, res): (amount, limit) for team, res, amount, limit, _ in quota_updates}
+    )
+    if not problems:
+        return
+    parents = dict(Team.objects.values_list("pk", "parent_id"))
+
+    def under(team_id: int, department_id: int) -> bool:
+        seen: set[int] = set()
+        current: int | None = team_id
+        while current is not None and current not in seen:
+            if current == department_id:
+                return True
+            seen.add(current)
+            current = parents.get(current)
+        return False
+
+    errors: dict[str, list[str]] = {}
+    for problem in problems:
+        targets = [
+            (team, res)
+            for team, res, amount, _, old in quota_updates
+            if res == problem.resource
+            and amount > old
+            and (problem.child_id == team.pk or under(team.pk, problem.team_id))
+        ] or [(team, res) for team, res, *_ in quota_updates if res == problem.resource]
+        for team, res in targets:
+            errors.setdefault(f"{team.slug}.guarantee.{res}", []).append(problem.message)
+    raise ValidationError(errors)
+
+
 def rebalance(changes: Mapping[str, Mapping], *, actor, note: str = "") -> RebalanceResult:
     """Apply ``{team_slug: {"weight": int, "tier": tier | id | name | None, "guarantee":
     {resource: amount}}}`` in one transaction.
@@ -73,7 +113,8 @@ def rebalance(changes: Mapping[str, Mapping], *, actor, note: str = "") -> Rebal
     Steps:
     1. lock capacity and the teams, validate every change (weights 1–65535, known tiers,
        quantities, guarantee ≤ the team's current limit) and collect every error;
-    2. check capacity with all new guarantees at once;
+    2. check capacity and the hierarchy rules (a department's teams' guarantees within its
+       limit) with all new guarantees at once;
     3. save weights and tiers (``full_clean``, one ``rebalance`` AuditEvent per team), then the
        guarantees through ``set_team_quota`` — decreases first, so no intermediate state is
        over capacity;
@@ -142,6 +183,7 @@ def rebalance(changes: Mapping[str, Mapping], *, actor, note: str = "") -> Rebal
             raise ValidationError(errors)
 
         check_capacity({(team.pk, res): amount for team, res, amount, _, _ in quota_updates})
+        _check_hierarchy(quota_updates)
 
         for team, before in team_updates:
             team.save(update_fields=["weight", "tier", "updated"])

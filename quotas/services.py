@@ -11,6 +11,14 @@ root teams are added up, so a department's guarantee already covers its children
 temporary grants whose window has not opened yet are counted as reserved. The check runs under a
 cluster-wide lock (``capacity_lock``) inside the approving transaction, so two admins approving
 at once can never over-commit.
+
+Hierarchy rules (DESIGN.md "Upstream semantics"; Volcano's queue webhook, see docs/upstream.md):
+a department's Queue guarantee is *derived* — max(its own guarantee, Σ its teams') — so the
+rules that can be broken by a change are, per resource, (1) a team's limit may not be over the
+limit of its nearest ancestor that has one, and (2) a department's derived guarantee may not be
+over its own limit. ``check_hierarchy`` refuses a change that would break either (a
+ValidationError naming the department and the numbers); it is called by every service that
+changes guarantees, limits or the team tree, inside the same transaction.
 """
 
 from __future__ import annotations
@@ -245,6 +253,200 @@ def check_capacity(
             )
 
 
+# --------------------------------------------------------------------------- hierarchy rules
+
+
+@dataclass(frozen=True)
+class HierarchyProblem:
+    """One broken hierarchy rule: ``rule`` is ``limit`` (a limit over an ancestor's) or
+    ``guarantee`` (a department's teams' guarantees over its limit)."""
+
+    rule: str
+    team_id: int  # the team whose limit is exceeded (the ancestor or the department)
+    child_id: int | None  # the team over it (rule ``limit``), else None
+    resource: str
+    message: str
+
+    @property
+    def key(self) -> tuple:
+        return (self.rule, self.team_id, self.child_id, self.resource)
+
+
+def hierarchy_problems(
+    quotas: Mapping[tuple[int, str], tuple[Decimal, Decimal | None]] | None = None,
+    *,
+    parents: Mapping[int, int | None] | None = None,
+    active: Mapping[int, bool] | None = None,
+) -> list[HierarchyProblem]:
+    """The hierarchy rules the teams break, with ``quotas`` {(team_id, resource): (guarantee,
+    limit)}, ``parents`` {team_id: parent_id} and ``active`` {team_id: bool} overriding the
+    database (two queries).
+
+    Only effectively active teams count (the team and all its ancestors active), as in the
+    rendered Queues. A limit of None (or no quota row) is no ceiling; an ancestor whose limit is
+    zero is skipped, as Volcano's ``findNearestAncestorCapability`` only sees positive amounts.
+    """
+    teams = {row["id"]: row for row in Team.objects.values("id", "slug", "parent_id", "active")}
+    for team_id, parent_id in (parents or {}).items():
+        teams[team_id] = {**teams[team_id], "parent_id": parent_id}
+    for team_id, flag in (active or {}).items():
+        teams[team_id] = {**teams[team_id], "active": flag}
+    included: set[int] = set()
+    for team_id in teams:
+        seen: set[int] = set()
+        current: int | None = team_id
+        while current is not None and current in teams and current not in seen:
+            if not teams[current]["active"]:
+                break
+            seen.add(current)
+            current = teams[current]["parent_id"]
+        else:
+            if current is None:
+                included.add(team_id)
+    own: dict[tuple[int, str], tuple[Decimal, Decimal | None]] = {
+        (t, r): (g, lim)
+        for t, r, g, lim in TeamQuota.objects.filter(team_id__in=included).values_list(
+            "team_id", "resource", "guarantee", "limit"
+        )
+    }
+    own.update({k: v for k, v in (quotas or {}).items() if k[0] in included})
+    children: dict[int, list[int]] = defaultdict(list)
+    for team_id in sorted(included):
+        parent = teams[team_id]["parent_id"]
+        if parent in included:
+            children[parent].append(team_id)
+    resources = sorted({r for _, r in own})
+    memo: dict[tuple[int, str], Decimal] = {}
+
+    def derived(team_id: int, resource: str) -> Decimal:
+        key = (team_id, resource)
+        if key not in memo:
+            mine = own.get(key, (Decimal(0), None))[0]
+            below = sum((derived(c, resource) for c in children[team_id]), Decimal(0))
+            memo[key] = max(mine, below)
+        return memo[key]
+
+    def limit_of(team_id: int, resource: str) -> Decimal | None:
+        return own.get((team_id, resource), (Decimal(0), None))[1]
+
+    problems: list[HierarchyProblem] = []
+    for team_id in sorted(included, key=lambda t: teams[t]["slug"]):
+        slug = teams[team_id]["slug"]
+        for resource in resources:
+            mine = limit_of(team_id, resource)
+            if mine is not None:
+                ancestor = teams[team_id]["parent_id"]
+                while ancestor in included and not limit_of(ancestor, resource):
+                    ancestor = teams[ancestor]["parent_id"]
+                if ancestor in included:
+                    ceiling = limit_of(ancestor, resource)
+                    if ceiling is not None and mine > ceiling:
+                        problems.append(
+                            HierarchyProblem(
+                                "limit",
+                                ancestor,
+                                team_id,
+                                resource,
+                                f"The {resource} limit of {slug} "
+                                f"({format_quantity(mine, resource)}) would be over the "
+                                f"{format_quantity(ceiling, resource)} limit of department "
+                                f"{teams[ancestor]['slug']}.",
+                            )
+                        )
+            if children[team_id] and mine is not None:
+                total = sum((derived(c, resource) for c in children[team_id]), Decimal(0))
+                if total > mine:
+                    problems.append(
+                        HierarchyProblem(
+                            "guarantee",
+                            team_id,
+                            None,
+                            resource,
+                            f"The {resource} guarantees of department {slug}'s teams would "
+                            f"total {format_quantity(total, resource)}, over the department's "
+                            f"{format_quantity(mine, resource)} limit.",
+                        )
+                    )
+    return problems
+
+
+def new_hierarchy_problems(
+    quotas: Mapping[tuple[int, str], tuple[Decimal, Decimal | None]] | None = None,
+    *,
+    parents: Mapping[int, int | None] | None = None,
+    active: Mapping[int, bool] | None = None,
+) -> list[HierarchyProblem]:
+    """The problems the change would add to those that exist now (see ``check_hierarchy``)."""
+    before = {p.key for p in hierarchy_problems()}
+    return [
+        p for p in hierarchy_problems(quotas, parents=parents, active=active) if p.key not in before
+    ]
+
+
+def check_hierarchy(
+    quotas: Mapping[tuple[int, str], tuple[Decimal, Decimal | None]] | None = None,
+    *,
+    parents: Mapping[int, int | None] | None = None,
+    active: Mapping[int, bool] | None = None,
+    field: str | None = None,
+) -> None:
+    """Raise ValidationError if the change (see ``hierarchy_problems``) breaks a hierarchy rule
+    that holds now; rules already broken before it (data from before the rules) do not block it.
+
+    Errors are keyed ``limit`` or ``guarantee`` (the value to change), prefixed by the resource
+    (``nvidia.com/gpu.limit``) when ``field`` is ``"resource"``, or all under ``field`` when it
+    names one (``parent``).
+    """
+    new = new_hierarchy_problems(quotas, parents=parents, active=active)
+    if not new:
+        return
+    changed_limits = {
+        (t, r)
+        for (t, r), (_, lim) in (quotas or {}).items()
+        if lim
+        != (TeamQuota.objects.filter(team_id=t, resource=r).values_list("limit", flat=True).first())
+    }
+    errors: dict[str, list[str]] = defaultdict(list)
+    for problem in new:
+        if field not in (None, "resource"):
+            key = field
+        else:
+            limit_changed = (problem.team_id, problem.resource) in changed_limits
+            key = "limit" if problem.rule == "limit" or limit_changed else "guarantee"
+            if field == "resource":
+                key = f"{problem.resource}.{key}"
+        errors[key].append(problem.message)
+    raise ValidationError(dict(errors))
+
+
+def hierarchy_floor(team: Team, resource: str) -> Decimal:
+    """The lowest limit ``team`` can have for ``resource`` without breaking a hierarchy rule:
+    its teams' largest limit and their derived guarantees' sum (0 for a team without teams)."""
+    limits = TeamQuota.objects.filter(
+        team__parent=team, team__active=True, resource=resource, limit__isnull=False
+    ).values_list("limit", flat=True)
+    floor = max([Decimal(0), *limits])
+    children = list(Team.objects.filter(parent=team, active=True).values_list("pk", flat=True))
+    if children:
+        guarantees = committed_guarantees_of(children, resource)
+        floor = max(floor, guarantees)
+    return floor
+
+
+def committed_guarantees_of(team_ids: Iterable[int], resource: str) -> Decimal:
+    """Σ of the teams' derived guarantees (max(own, Σ their teams')) for ``resource``."""
+    total = Decimal(0)
+    for team_id in team_ids:
+        own = TeamQuota.objects.filter(team_id=team_id, resource=resource).values_list(
+            "guarantee", flat=True
+        ).first() or Decimal(0)
+        below = list(
+            Team.objects.filter(parent_id=team_id, active=True).values_list("pk", flat=True)
+        )
+        total += max(own, committed_guarantees_of(below, resource) if below else Decimal(0))
+    return total
+
+
 def _parse_lines(lines: Iterable[LineInput | Mapping]) -> list[LineInput]:
     parsed: list[LineInput] = []
     errors: dict[str, list[str]] = {}
@@ -379,6 +581,13 @@ def _apply_lines(request: QuotaRequest, *, now: datetime) -> None:
     team = request.team
     overrides = {(team.pk, line.resource): line.approved_guarantee for line in request.lines.all()}
     check_capacity(overrides, now=now, exclude_request=request.pk)
+    check_hierarchy(
+        {
+            (team.pk, line.resource): (line.approved_guarantee, line.approved_limit)
+            for line in request.lines.all()
+        },
+        field="resource",
+    )
     for line in request.lines.all():
         quota, _ = TeamQuota.objects.select_for_update().get_or_create(
             team=team, resource=line.resource, defaults={"guarantee": Decimal(0), "limit": None}
@@ -449,6 +658,17 @@ def approve_request(
                     line.approved_guarantee, current.get(line.resource, Decimal(0))
                 )
             check_capacity(overrides, now=now, exclude_request=request.pk)
+            # As the grant will be when its window opens (checked again then).
+            check_hierarchy(
+                {
+                    (request.team_id, line.resource): (
+                        line.approved_guarantee,
+                        line.approved_limit,
+                    )
+                    for line in lines
+                },
+                field="resource",
+            )
         else:
             _apply_lines(request, now=now)
             request.status = (
@@ -558,6 +778,11 @@ def expire_temporary_quota(*, now: datetime | None = None) -> ExpiryResult:
         except QuotaExceeded as e:
             logger.warning("Temporary grant #%s cannot start yet: %s", pk, e)
             failed[pk] = str(e)
+        except ValidationError as e:
+            # A hierarchy rule (the department's limit changed since the approval).
+            message = " ".join(m for messages in e.message_dict.values() for m in messages)
+            logger.warning("Temporary grant #%s cannot start yet: %s", pk, message)
+            failed[pk] = message
     ended = QuotaRequest.objects.filter(
         status__in=[QuotaRequestStatus.ACTIVE, QuotaRequestStatus.APPROVED],
         window_end__lte=now,
@@ -603,6 +828,18 @@ def _revert_lines(request: QuotaRequest) -> None:
             quota.limit = max(Decimal(0), quota.limit - line.applied_limit_delta)
         elif line.applied_limit_delta is None and quota.limit == line.approved_limit:
             quota.limit = line.previous_limit  # the grant set a ceiling where there was none
+        if quota.limit is not None:
+            # A department's limit never drops below what its teams hold (hierarchy rules).
+            floor = hierarchy_floor(request.team, line.resource)
+            if quota.limit < floor:
+                logger.warning(
+                    "Temporary grant #%s: %s limit of %s kept at %s for its teams",
+                    request.pk,
+                    line.resource,
+                    request.team.slug,
+                    format_quantity(floor, line.resource),
+                )
+                quota.limit = floor
         if quota.limit is not None and quota.guarantee > quota.limit:
             quota.guarantee = quota.limit
         quota.full_clean()
@@ -627,6 +864,7 @@ def set_team_quota(
         capacity_lock()
         before = quota_state(team)
         check_capacity({(team.pk, resource): g})
+        check_hierarchy({(team.pk, resource): (g, lim)})
         quota = TeamQuota.objects.select_for_update().filter(team=team, resource=resource).first()
         quota = quota or TeamQuota(team=team, resource=resource)
         quota.guarantee, quota.limit = g, lim

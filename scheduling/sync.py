@@ -96,13 +96,22 @@ from quotas.choices import AuditVerb
 from quotas.quantities import parse_quantity as parse_db_quantity
 from scheduling.choices import SyncAction, SyncStatus
 from scheduling.desired import build_cluster_spec
-from scheduling.domain.plan import Change, FieldDiff, diff_object, plan, render_diff
+from scheduling.domain.plan import (
+    Change,
+    FieldDiff,
+    Step,
+    apply_steps,
+    diff_object,
+    plan,
+    render_diff,
+)
 from scheduling.domain.render import LABEL_TEAM, render
 from scheduling.exceptions import DomainError
 from scheduling.k8s.apply import call_with_retry, delete, server_side_apply
 from scheduling.k8s.client import KINDS, build_api_client
 from scheduling.k8s.errors import K8sError, K8sNotFound, K8sTransient
 from scheduling.k8s.observe import list_managed, managed_in_dump
+from scheduling.k8s.scheduler_config import read_scheduler_config, scheduler_config_warnings
 from scheduling.models import SyncItem, SyncRun
 
 __all__ = [
@@ -467,19 +476,20 @@ def _attempted(fn: Callable[[], T], outcome: _Outcome) -> Callable[[], T]:
     return call
 
 
-def _execute(api_client: Any, change: Change, outcome: _Outcome) -> None:
-    """Carry out one change (create/update/prune); raise K8sError or ValueError on failure."""
+def _execute(api_client: Any, step: Step, outcome: _Outcome) -> None:
+    """Carry out one write of a change; raise K8sError or ValueError on failure."""
 
     def retry(fn: Callable[[], Any]) -> Any:
         return call_with_retry(_attempted(fn, outcome), attempts=RETRY_ATTEMPTS)
 
-    if change.op == "prune" or change.needs_replace:
+    change = step.change
+    if step.action == "delete":
         # A prune of something already gone is done; so is the delete half of a replace.
         with contextlib.suppress(K8sNotFound):
             retry(lambda: delete(api_client, change.kind, change.name, change.namespace))
-    if change.op != "prune":
-        body = change.body or {}
-        retry(lambda: server_side_apply(api_client, body))
+        return
+    body = step.body or {}
+    retry(lambda: server_side_apply(api_client, body))
 
 
 def _apply_all(
@@ -492,18 +502,33 @@ def _apply_all(
 ) -> list[_Outcome]:
     """Apply (or, for a dry run, only describe) every change; per-object failures are kept.
 
-    Raises K8sTransient when the API server stops answering altogether (UNREACHABLE_AFTER
-    objects in a row with no HTTP answer).
+    The writes go in ``apply_steps`` order (Queue decreases first, children before parents;
+    then everything else in dependency order; then the remaining prunes), so that every
+    intermediate state passes Volcano's webhook. A change with several writes (an interim
+    shrink, a delete before a re-create) is one outcome; once one of its writes failed, the
+    others are skipped. Raises K8sTransient when the API server stops answering altogether
+    (UNREACHABLE_AFTER writes in a row with no HTTP answer).
     """
     tally = _Tally()
+    outcomes: dict[int, _Outcome] = {}
     for change in changes:
         current = live.get((change.kind, change.namespace, change.name))
         drift = _drift(current) if change.op == "update" else ()
         outcome = _Outcome(change, action=change.op, drift=bool(drift))
         outcome.diff = _readable_diff(change, drift) if change.op != "unchanged" else ""
-        if change.op != "unchanged" and not dry_run:
+        outcomes[id(change)] = outcome
+    if not dry_run:
+        steps = apply_steps(changes)
+        remaining = {id(c): 0 for c in changes}
+        for step in steps:
+            remaining[id(step.change)] += 1
+        for step in steps:
+            outcome = outcomes[id(step.change)]
+            remaining[id(step.change)] -= 1
+            if outcome.action == SyncAction.FAILED:
+                continue
             try:
-                _execute(api_client, change, outcome)
+                _execute(api_client, step, outcome)
             except (K8sError, ValueError) as e:
                 outcome.action = SyncAction.FAILED
                 outcome.error = str(e)
@@ -518,8 +543,11 @@ def _apply_all(
                     ) from e
             else:
                 tally.no_answer_streak = 0
-                tally.applied += 1
-        tally.outcomes.append(outcome)
+                if remaining[id(step.change)] == 0:
+                    tally.applied += 1
+            progress.beat()
+    for change in changes:
+        tally.outcomes.append(outcomes[id(change)])
         progress.step()
     return tally.outcomes
 
@@ -546,6 +574,38 @@ def _snapshot_live(path: str) -> list[dict[str, Any]]:
 def is_plan_only() -> bool:
     """True when no cluster is connected (snapshot mode): every sync only plans."""
     return _cluster_mode()[0] == "snapshot"
+
+
+def _scheduler_notes(api_client: Any, desired: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Warnings about the live Volcano scheduler configuration (none when it is unreadable).
+
+    Fairshare's DRF ``deserved`` and its departments only take effect with Volcano's
+    ``capacity`` plugin (``enableHierarchy: true`` for departments); the default configuration
+    uses ``proportion``, which ignores both. ``FAIRSHARE_VOLCANO_SCHEDULER_CONFIG`` names the
+    ConfigMap (``namespace/name``, default ``volcano-system/volcano-scheduler-configmap``).
+    """
+    where = str(
+        getattr(
+            settings,
+            "FAIRSHARE_VOLCANO_SCHEDULER_CONFIG",
+            "volcano-system/volcano-scheduler-configmap",
+        )
+    )
+    namespace, _, name = where.partition("/")
+    try:
+        text = read_scheduler_config(api_client, namespace, name)
+    except K8sError as e:
+        log.info("cannot read the Volcano scheduler configuration %s: %s", where, e)
+        return []
+    if text is None:
+        return []
+    hierarchy = any(
+        obj.get("kind") == "Queue" and (obj.get("spec") or {}).get("parent") for obj in desired
+    )
+    warnings = scheduler_config_warnings(text, hierarchy=hierarchy)
+    for warning in warnings:
+        log.warning("Volcano scheduler configuration %s: %s", where, warning)
+    return [f"Warning: Volcano scheduler configuration {where}: {w}" for w in warnings]
 
 
 def _cluster_mode() -> tuple[str, str]:
@@ -810,11 +870,14 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
             live,
             parse_quantity=_parse_quantity,
             prune_namespaces=bool(getattr(settings, "FAIRSHARE_SYNC_PRUNE_NAMESPACES", False)),
+            last_applied_annotation=LAST_APPLIED_ANNOTATION,
         )
         notes.append(
             f"{len(desired)} desired, {len(live)} live objects"
             + (" (dry run: nothing applied)" if run.dry_run and not snapshot else "")
         )
+        if not snapshot:
+            notes += _scheduler_notes(api_client, desired)
         progress.start(len(changes))
         index = {_key(obj): obj for obj in live}
         outcomes = _apply_all(api_client, changes, index, dry_run=run.dry_run, progress=progress)

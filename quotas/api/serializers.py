@@ -18,6 +18,7 @@ from quotas.models import (
     Team,
     TeamQuota,
 )
+from quotas.services import check_hierarchy
 from quotas.tokens import SCOPES
 
 User = get_user_model()
@@ -51,6 +52,21 @@ class TeamSerializer(serializers.ModelSerializer):
     tier = serializers.SlugRelatedField(
         slug_field="name", queryset=PriorityTier.objects.all(), allow_null=True, required=False
     )
+
+    def validate(self, attrs):
+        """Moving or reactivating a team obeys the hierarchy rules (400 naming the department
+        and the numbers, under ``parent`` or ``active``)."""
+        attrs = super().validate(attrs)
+        team = self.instance
+        if team is not None and ("parent" in attrs or "active" in attrs):
+            parent = attrs.get("parent", team.parent)
+            moved = "parent" in attrs and parent != team.parent
+            check_hierarchy(
+                parents={team.pk: parent.pk if parent else None},
+                active={team.pk: attrs.get("active", team.active)},
+                field="parent" if moved else "active",
+            )
+        return attrs
 
     class Meta:
         model = Team

@@ -4,23 +4,33 @@ Modelled on kopf's ``DiffItem`` (``kopf/_cogs/structs/diffs.py``): ``plan(desire
 rendered manifests with observed objects by ``(kind, namespace, name)`` and returns one
 :class:`Change` per object — ``create``, ``update`` (with the field diffs), ``unchanged`` or
 ``prune``. The apply side server-side-applies creates and updates, skips unchanged objects (a
-steady-state sync issues zero writes) and deletes prunes.
+steady-state sync issues zero writes) and deletes prunes, in the order of :func:`apply_steps`.
 
-Owned fields
-============
+Owned fields: what server-side apply would change
+=================================================
 
-Only fields Fairshare sets are compared; everything else on the live object (``status``,
-``resourceVersion``, ``uid``, ``managedFields``, fields other controllers or webhooks add such as
-a Queue's ``dequeueStrategy``) is ignored. Per kind the owned fields are fixed
-(:data:`OWNED_FIELDS`), so a field that the desired manifest *omits* but the live object has is a
-difference too — that is how a removed capability or parent gets cleared by the next apply.
-Inside an owned field the desired value is authoritative (an extra key in a live ``spec.hard`` is
-a difference).
+The planner answers "would applying the desired manifest change the live object?" the way
+server-side apply (structured-merge-diff) decides it, field by field:
 
-Labels and annotations are shared with other tools, so only these keys are owned: the keys the
-desired manifest sets, any live key under ``fairshare.io/`` plus ``app.kubernetes.io/managed-by``,
-and the keys our field manager applied last time according to the live object's
-``managedFields`` (so a user label removed from a namespace is removed from the cluster too).
+* the fields compared are the **leaves the desired manifest sets** — every key of a map
+  (``spec.hard.requests.cpu``, ``spec.capability.nvidia.com/gpu``, each label and annotation)
+  and every atomic list whole (a LimitRange's ``spec.limits``, a Role's ``rules``, a
+  RoleBinding's ``subjects``: all ``x-kubernetes-list-type: atomic`` upstream);
+* plus the leaves **our field manager applied before and no longer sets** (from the live
+  object's ``managedFields`` entry of manager ``fairshare``, operation ``Apply``; failing that,
+  from the ``last_applied_annotation``), unless another manager owns them too: apply removes
+  those, so their presence is a difference;
+* plus label keys under ``fairshare.io/`` and ``app.kubernetes.io/managed-by`` (ownership
+  markers, always ours).
+
+Everything else is left alone and never counts: ``status`` and server metadata; a key another
+manager added to a map we set (``count/pods`` in ``spec.hard``); fields that defaulting,
+webhooks or controllers fill in (a Queue's ``dequeueStrategy`` from the CRD default, the
+``spec.parent: root`` that Volcano's queue controller patches onto a parentless queue, the
+``kubernetes.io/metadata.name`` label of a Namespace). Before comparing, the desired manifest is
+defaulted like the API server would default it (:func:`server_defaults`: LimitRange items,
+PriorityClass ``preemptionPolicy``, Queue ``weight``/``reclaimable``), so a value the server
+fills in identically is no difference either.
 
 Values are compared after normalisation: a missing key, ``None``, ``""``, ``{}`` and ``[]`` are all
 "absent" (the API server drops empty optional fields); quantities are compared semantically with
@@ -29,31 +39,41 @@ the injected ``parse_quantity`` (``1Gi`` == ``1073741824``, ``0.5`` == ``500m``)
 Ordering
 ========
 
-Creates, updates and unchanged objects come first in dependency order (Namespaces,
+:func:`plan` lists creates, updates and unchanged objects in dependency order (Namespaces,
 PriorityClasses, Queues parents-first, then namespaced kinds; see ``render.sort_key``), prunes
-last in the reverse order (a child Queue before its parent, namespaced objects before their
-Namespace). Namespaces are never pruned unless ``prune_namespaces`` is set.
+last in the reverse order. :func:`apply_steps` turns that into the writes, ordered so that
+every intermediate state passes Volcano's queue webhook: Queue amounts that shrink are written
+first, children before parents; those that grow afterwards, parents first. Namespaces are never
+pruned unless ``prune_namespaces`` is set.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal
 
 from scheduling.domain.render import LABEL_MANAGED_BY, MANAGER, object_key, sort_key
 
 __all__ = [
+    "ATOMIC_LISTS",
     "IMMUTABLE_FIELDS",
     "OWNED_FIELDS",
+    "ROOT_QUEUE",
     "Change",
     "FieldDiff",
     "Op",
+    "Step",
+    "apply_steps",
     "diff_object",
+    "field_leaves",
+    "fields_v1_leaves",
     "plan",
     "render_diff",
+    "server_defaults",
 ]
 
 Op = Literal["create", "update", "unchanged", "prune"]
@@ -61,21 +81,13 @@ Path = tuple[str | int, ...]
 
 _ANY = "*"  # wildcard for any map key or list index in a path pattern
 
-OWNED_FIELDS: dict[str, tuple[Path, ...]] = {
-    "Namespace": (),
-    "ResourceQuota": (("spec", "hard"),),
+# Lists that server-side apply treats as one field (``x-kubernetes-list-type: atomic`` in the
+# Kubernetes OpenAPI): owned and compared whole. Every other list is atomic too (our kinds have
+# no associative lists); maps are granular, key by key.
+ATOMIC_LISTS: dict[str, tuple[Path, ...]] = {
     "LimitRange": (("spec", "limits"),),
     "Role": (("rules",),),
-    "RoleBinding": (("roleRef",), ("subjects",)),
-    "PriorityClass": (("value",), ("preemptionPolicy",), ("description",), ("globalDefault",)),
-    "Queue": (
-        ("spec", "weight"),
-        ("spec", "reclaimable"),
-        ("spec", "capability"),
-        ("spec", "guarantee"),
-        ("spec", "deserved"),
-        ("spec", "parent"),
-    ),
+    "RoleBinding": (("subjects",),),
 }
 
 # Paths (patterns) whose leaves are Kubernetes quantities, compared semantically.
@@ -93,14 +105,35 @@ _QUANTITY_PATHS: dict[str, tuple[Path, ...]] = {
 }
 
 # The API server refuses to change these in place: an update touching them must be applied as
-# delete + create (see Change.needs_replace).
+# delete + create (see Change.needs_replace). Kubernetes pkg/apis/scheduling/validation
+# (ValidatePriorityClassUpdate: value and preemptionPolicy) and pkg/apis/rbac/validation
+# (ValidateRoleBindingUpdate: roleRef).
 IMMUTABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "PriorityClass": ("value", "preemptionPolicy"),
     "RoleBinding": ("roleRef",),
 }
 
-# Fields of a manifest that are never compared generically (identity and server-owned parts).
-_NOT_OWNED_TOP_LEVEL = frozenset({"apiVersion", "kind", "metadata", "status"})
+# Kept for callers that want to know which top-level fields a kind's manifests set.
+OWNED_FIELDS: dict[str, tuple[Path, ...]] = {
+    "Namespace": (),
+    "ResourceQuota": (("spec", "hard"),),
+    "LimitRange": (("spec", "limits"),),
+    "Role": (("rules",),),
+    "RoleBinding": (("roleRef",), ("subjects",)),
+    "PriorityClass": (("value",), ("preemptionPolicy",), ("description",), ("globalDefault",)),
+    "Queue": (
+        ("spec", "weight"),
+        ("spec", "reclaimable"),
+        ("spec", "capability"),
+        ("spec", "guarantee"),
+        ("spec", "deserved"),
+        ("spec", "parent"),
+    ),
+}
+
+# Fields of a manifest that are never compared (identity and server-owned parts).
+_NOT_OWNED_TOP_LEVEL = frozenset({"apiVersion", "kind", "status"})
+_METADATA_MAPS = ("labels", "annotations")
 _OWNED_LABEL_PREFIX = "fairshare.io/"
 
 
@@ -114,6 +147,9 @@ class FieldDiff:
     new: Any
 
 
+Stage = Literal["shrink", "main"]
+
+
 @dataclass(frozen=True)
 class Change:
     """What to do with one object.
@@ -121,6 +157,11 @@ class Change:
     ``body`` is the desired manifest for create/update/unchanged, and the live object as observed
     for prune (so the apply side can delete with a uid/resourceVersion precondition). ``diff`` is
     empty except for updates. ``namespace`` is None for cluster-scoped objects.
+
+    ``interim`` (Queues only) is a manifest to apply in the *shrink* stage, before anything
+    grows: the amounts that go down, so that no intermediate state breaks Volcano's hierarchy
+    rules; ``stage`` says when the change itself is applied (``shrink`` when the interim state
+    already is the desired one: a pure decrease).
     """
 
     op: Op
@@ -129,6 +170,9 @@ class Change:
     name: str
     body: dict[str, Any] | None
     diff: tuple[FieldDiff, ...] = ()
+    interim: dict[str, Any] | None = None
+    stage: Stage = "main"
+    live_depth: int = 0
 
     @property
     def needs_replace(self) -> bool:
@@ -139,6 +183,57 @@ class Change:
         )
 
 
+# ---------------------------------------------------------------- server defaults
+
+
+def server_defaults(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``manifest`` with the defaults the API server would add to it (a new dict; nested
+    parts that are not defaulted are shared, so treat the result as read-only).
+
+    Only defaults of fields a manifest may set are modelled — the ones that would otherwise make
+    a live object look different from what we applied:
+
+    * LimitRange ``type: Container`` items: Kubernetes ``pkg/apis/core/v1/defaults.go``
+      ``SetDefaults_LimitRangeItem`` (max → missing default; default → missing defaultRequest;
+      min → missing defaultRequest);
+    * PriorityClass: ``preemptionPolicy: PreemptLowerPriority`` (``pkg/apis/scheduling/v1/
+      defaults.go`` ``SetDefaults_PriorityClass``);
+    * Queue: ``reclaimable: true`` and ``weight: 1`` (Volcano ``pkg/webhooks/admission/queues/
+      mutate/mutate_queue.go`` ``createQueuePatch``).
+    """
+    kind = manifest.get("kind")
+    if kind not in ("LimitRange", "PriorityClass", "Queue"):
+        return dict(manifest)  # nothing defaulted: no copy (the planner only reads it)
+    if kind == "LimitRange":
+        obj = copy.deepcopy(dict(manifest))
+    else:
+        obj = dict(manifest)
+        if isinstance(obj.get("spec"), Mapping):
+            obj["spec"] = dict(obj["spec"])
+    if kind == "LimitRange":
+        for item in _get(obj, ("spec", "limits")) or ():
+            if isinstance(item, dict) and item.get("type") == "Container":
+                default = dict(item.get("default") or {})
+                request = dict(item.get("defaultRequest") or {})
+                for key, value in (item.get("max") or {}).items():
+                    default.setdefault(key, value)
+                for key, value in default.items():
+                    request.setdefault(key, value)
+                for key, value in (item.get("min") or {}).items():
+                    request.setdefault(key, value)
+                if default:
+                    item["default"] = default
+                if request:
+                    item["defaultRequest"] = request
+    elif kind == "PriorityClass":
+        obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    elif kind == "Queue" and isinstance(obj.get("spec"), dict):
+        obj["spec"].setdefault("reclaimable", True)
+        if not obj["spec"].get("weight"):
+            obj["spec"]["weight"] = 1
+    return obj
+
+
 # ---------------------------------------------------------------- diffing
 
 
@@ -146,7 +241,7 @@ def _absent(value: Any) -> bool:
     return value is None or value == "" or value == {} or value == []
 
 
-def _get(obj: Mapping[str, Any], path: Path) -> Any:
+def _get(obj: Any, path: Path) -> Any:
     current: Any = obj
     for part in path:
         if not isinstance(current, Mapping):
@@ -234,34 +329,85 @@ def _same_leaf(
     return bool(old == new and type(old) is type(new))
 
 
-def _applied_keys(live: Mapping[str, Any], field: str) -> set[str]:
-    """Label/annotation keys our field manager applied, from the live ``managedFields``."""
-    keys: set[str] = set()
-    for entry in _get(live, ("metadata", "managedFields")) or ():
-        if not isinstance(entry, Mapping) or entry.get("manager") != MANAGER:
+def field_leaves(obj: Mapping[str, Any], kind: str | None = None) -> set[Path]:
+    """The field paths server-side apply tracks for ``obj``: one per map key, atomic lists and
+    scalars whole; in ``metadata`` only label and annotation keys. Empty values set nothing."""
+    kind = kind or str(obj.get("kind"))
+    atomic = ATOMIC_LISTS.get(kind, ())
+    leaves: set[Path] = set()
+
+    def walk(value: Any, path: Path) -> None:
+        if _absent(value):
+            return
+        if isinstance(value, Mapping) and path not in atomic:
+            for key, sub in value.items():
+                walk(sub, (*path, key))
+        else:
+            leaves.add(path)
+
+    for key, value in obj.items():
+        if key in _NOT_OWNED_TOP_LEVEL:
             continue
-        owned = _get(entry, ("fieldsV1", "f:metadata", f"f:{field}")) or {}
-        keys |= {key[2:] for key in owned if isinstance(key, str) and key.startswith("f:")}
-    return keys
+        if key == "metadata":
+            for section in _METADATA_MAPS:
+                for name, sub in ((value or {}).get(section) or {}).items():
+                    if sub is not None:
+                        leaves.add(("metadata", section, name))
+            continue
+        walk(value, (key,))
+    return leaves
 
 
-def _metadata_diff(desired: Mapping[str, Any], live: Mapping[str, Any]) -> Iterator[FieldDiff]:
-    for field in ("labels", "annotations"):
-        want = _get(desired, ("metadata", field)) or {}
-        have = _get(live, ("metadata", field)) or {}
-        owned = set(want) | _applied_keys(live, field)
-        owned |= {k for k in have if k.startswith(_OWNED_LABEL_PREFIX) or k == LABEL_MANAGED_BY}
-        for key in sorted(owned):
-            if have.get(key) != want.get(key):
-                yield FieldDiff(f"metadata.{field}.{key}", have.get(key), want.get(key))
+def fields_v1_leaves(fields: Any, prefix: Path = ()) -> set[Path]:
+    """Leaf paths of a ``managedFields[].fieldsV1`` tree.
+
+    ``f:<name>`` is a field, ``.`` the node itself; ``k:{...}`` (an item of an associative list)
+    and ``v:...`` (a set item) make their list one owned leaf, as atomic lists are compared whole.
+    """
+    leaves: set[Path] = set()
+    if not isinstance(fields, Mapping):
+        return leaves
+    children = [key for key in fields if isinstance(key, str) and key != "."]
+    if not children:
+        if prefix:
+            leaves.add(prefix)
+        return leaves
+    for key in children:
+        if key.startswith("f:"):
+            leaves |= fields_v1_leaves(fields[key], (*prefix, key[2:]))
+        elif key.startswith(("k:", "v:", "i:")) and prefix:
+            leaves.add(prefix)
+    return leaves
 
 
-def _owned_paths(desired: Mapping[str, Any]) -> tuple[Path, ...]:
-    kind = desired["kind"]
-    if kind in OWNED_FIELDS:
-        return OWNED_FIELDS[kind]
-    # A kind we do not know: own whatever top-level fields the manifest sets.
-    return tuple((key,) for key in sorted(desired) if key not in _NOT_OWNED_TOP_LEVEL)
+def _covered(path: Path, owned: set[Path]) -> bool:
+    """True when ``path`` or a field above or below it is in ``owned``."""
+    return any(p[: len(path)] == path or path[: len(p)] == p for p in owned)
+
+
+def _ownership(
+    live: Mapping[str, Any], last_applied_annotation: str | None
+) -> tuple[set[Path], set[Path]]:
+    """(leaves our manager applied before, leaves other managers own) from the live object."""
+    ours: set[Path] | None = None
+    others: set[Path] = set()
+    for entry in _get(live, ("metadata", "managedFields")) or ():
+        if not isinstance(entry, Mapping):
+            continue
+        leaves = fields_v1_leaves(entry.get("fieldsV1") or {})
+        if entry.get("manager") == MANAGER and entry.get("operation", "Apply") == "Apply":
+            ours = (ours or set()) | leaves
+        else:
+            others |= leaves
+    if ours is None and last_applied_annotation:
+        raw = (_get(live, ("metadata", "annotations")) or {}).get(last_applied_annotation)
+        try:
+            previous = json.loads(raw) if raw else None
+        except ValueError:
+            previous = None
+        if isinstance(previous, Mapping):
+            ours = field_leaves(previous, str(live.get("kind")))
+    return ours or set(), others
 
 
 def diff_object(
@@ -269,16 +415,45 @@ def diff_object(
     live: Mapping[str, Any],
     *,
     parse_quantity: Callable[[str], Decimal],
+    last_applied_annotation: str | None = None,
 ) -> tuple[FieldDiff, ...]:
     """Return the differences in the fields we own between a desired and a live object.
 
-    Empty means the live object already matches (the object is ``unchanged``).
+    Empty means applying ``desired`` would leave the live object as it is (``unchanged``). See
+    the module docstring for which fields count.
     """
-    quantities = _QUANTITY_PATHS.get(desired["kind"], ())
-    diffs = list(_metadata_diff(desired, live))
-    for path in _owned_paths(desired):
-        diffs += _diff(_get(live, path), _get(desired, path), path, quantities, parse_quantity)
+    kind = str(desired["kind"])
+    quantities = _QUANTITY_PATHS.get(kind, ())
+    want = server_defaults(desired)
+    wanted = field_leaves(want, kind)
+    previous, others = _ownership(live, last_applied_annotation)
+    compare = set(wanted)
+    compare |= {p for p in previous - wanted if not _covered(p, others)}
+    have_labels = _get(live, ("metadata", "labels")) or {}
+    compare |= {
+        ("metadata", "labels", key)
+        for key in have_labels
+        if key.startswith(_OWNED_LABEL_PREFIX) or key == LABEL_MANAGED_BY
+    }
+    # A leaf whose parent we set whole (an atomic list) is compared with its parent.
+    leaves = sorted(
+        (p for p in compare if not any(q != p and p[: len(q)] == q for q in compare)),
+        key=_path_order,
+    )
+    diffs: list[FieldDiff] = []
+    for path in leaves:
+        if path[0] == "metadata":
+            old, new = _get(live, path), _get(want, path)
+            if old != new:
+                diffs.append(FieldDiff(".".join(str(p) for p in path), old, new))
+            continue
+        diffs += _diff(_get(live, path), _get(want, path), path, quantities, parse_quantity)
     return tuple(diffs)
+
+
+def _path_order(path: Path) -> tuple[int, Path]:
+    # metadata first, then the rest in path order (stable, readable diffs)
+    return (0 if path[0] == "metadata" else 1, tuple(str(p) for p in path))
 
 
 # ---------------------------------------------------------------- planning
@@ -298,13 +473,13 @@ def _index(objects: Sequence[Mapping[str, Any]], what: str) -> dict[Any, Mapping
     return index
 
 
-def _queue_depths(*objects: Mapping[Any, Mapping[str, Any]]) -> dict[str, int]:
-    """Depth of each Queue in its hierarchy; the desired parent wins over the live one."""
-    parents: dict[str, str | None] = {}
-    for index in reversed(objects):
-        for (kind, _, name), obj in index.items():
-            if kind == "Queue":
-                parents[name] = _get(obj, ("spec", "parent"))
+def _parent(obj: Mapping[str, Any] | None) -> str | None:
+    """A Queue's parent; Volcano's ``root`` (patched onto parentless queues) is no parent."""
+    parent = _get(obj, ("spec", "parent")) if obj is not None else None
+    return None if parent in (None, "", ROOT_QUEUE) else str(parent)
+
+
+def _depths(parents: Mapping[str, str | None]) -> dict[str, int]:
     depths: dict[str, int] = {}
     for name in parents:
         depth, current = 0, parents[name]
@@ -315,17 +490,30 @@ def _queue_depths(*objects: Mapping[Any, Mapping[str, Any]]) -> dict[str, int]:
     return depths
 
 
+def _queue_depths(*objects: Mapping[Any, Mapping[str, Any]]) -> dict[str, int]:
+    """Depth of each Queue in its hierarchy; the desired parent wins over the live one."""
+    parents: dict[str, str | None] = {}
+    for index in reversed(objects):
+        for (kind, _, name), obj in index.items():
+            if kind == "Queue":
+                parents[name] = _parent(obj)
+    return _depths(parents)
+
+
 def plan(
     desired: Sequence[Mapping[str, Any]],
     live: Sequence[Mapping[str, Any]],
     *,
     parse_quantity: Callable[[str], Decimal],
     prune_namespaces: bool = False,
+    last_applied_annotation: str | None = None,
 ) -> list[Change]:
     """Compare desired manifests with live objects and return the changes, in apply order.
 
     ``live`` objects must carry ``kind`` (LIST responses omit it per item; the observer fills it
     in). ``parse_quantity`` is ``kubernetes.utils.parse_quantity`` in production.
+    ``last_applied_annotation`` names an annotation holding the manifest we applied last, used
+    to find fields we no longer set when a live object has no ``managedFields`` of ours.
 
     Steps:
     1. index both sides by ``(kind, namespace, name)``; duplicates raise ValueError;
@@ -333,14 +521,19 @@ def plan(
        ``unchanged`` when there are none (an unlabelled live object is adopted: the missing
        ownership label is one of the diffs);
     3. live, not desired, labelled ``app.kubernetes.io/managed-by: fairshare`` → ``prune``,
-       except Namespaces unless ``prune_namespaces``; unlabelled live objects are never touched;
-    4. order: non-prunes by ``render.sort_key`` (dependency order), then prunes in reverse.
+       except Namespaces unless ``prune_namespaces``: those are *released* instead (an
+       ``update`` applying an empty manifest, which removes the labels and annotations we
+       applied, the queue routing among them); unlabelled live objects are never touched;
+    4. Queue updates get their shrink-stage ``interim`` (see :func:`apply_steps`);
+    5. order: non-prunes by ``render.sort_key`` (dependency order), then prunes in reverse.
 
     Deterministic: the result depends only on the contents of the inputs, not their order.
     """
     want = _index(desired, "desired")
     have = _index(live, "live")
     depths = _queue_depths(want, have)
+    interims, parents_of_survivors = _queue_interims(want, have, parse_quantity)
+    live_depths = _queue_depths(have)
     changes: list[tuple[tuple[int, int, str, str], Change]] = []
     for key, body in want.items():
         kind, namespace, name = key
@@ -348,9 +541,19 @@ def plan(
         if current is None:
             change = Change("create", kind, namespace, name, dict(body))
         else:
-            diff = diff_object(body, current, parse_quantity=parse_quantity)
+            diff = diff_object(
+                body,
+                current,
+                parse_quantity=parse_quantity,
+                last_applied_annotation=last_applied_annotation,
+            )
             op: Op = "update" if diff else "unchanged"
             change = Change(op, kind, namespace, name, dict(body), diff)
+            if op == "update" and key in interims:
+                interim, stage = interims[key]
+                change = replace(
+                    change, interim=interim, stage=stage, live_depth=live_depths.get(name, 0)
+                )
         changes.append((sort_key(body, depths), change))
     prunes: list[tuple[tuple[int, int, str, str], Change]] = []
     for key, body in have.items():
@@ -358,11 +561,236 @@ def plan(
         if key in want or not _is_managed(body):
             continue
         if kind == "Namespace" and not prune_namespaces:
+            # Kept, but released: applying a manifest with nothing in it makes server-side
+            # apply remove every label and annotation we applied (the queue routing and our
+            # ownership labels), so it no longer routes to a Queue that is gone.
+            release = {
+                "apiVersion": body.get("apiVersion", "v1"),
+                "kind": kind,
+                "metadata": {"name": name},
+            }
+            diff = diff_object(
+                release,
+                body,
+                parse_quantity=parse_quantity,
+                last_applied_annotation=last_applied_annotation,
+            )
+            if diff:
+                changes.append(
+                    (sort_key(body, depths), Change("update", kind, namespace, name, release, diff))
+                )
             continue
-        prunes.append((sort_key(body, depths), Change("prune", kind, namespace, name, dict(body))))
+        change = Change("prune", kind, namespace, name, dict(body))
+        if kind == "Queue":
+            # Deleted early (with its subtree) unless children that stay still hang below it.
+            change = replace(
+                change,
+                interim=interims.get(key, (None, "main"))[0],
+                stage="main" if name in parents_of_survivors else "shrink",
+                live_depth=live_depths.get(name, 0),
+            )
+        prunes.append((sort_key(body, depths), change))
     changes.sort(key=lambda item: item[0])
     prunes.sort(key=lambda item: item[0], reverse=True)
     return [change for _, change in changes + prunes]
+
+
+# ---------------------------------------------------------------- queue hierarchy ordering
+
+ROOT_QUEUE = "root"
+_HIERARCHY = ("capability", "deserved", "guarantee")
+
+
+def _amounts(obj: Mapping[str, Any] | None, field: str) -> dict[str, Any]:
+    if obj is None:
+        return {}
+    path = ("spec", "guarantee", "resource") if field == "guarantee" else ("spec", field)
+    value = _get(obj, path)
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _meet(
+    live: Mapping[str, Any], desired: Mapping[str, Any], *, missing_is_infinite: bool, parse: Any
+) -> dict[str, Any]:
+    """Per resource, the smaller of two amounts (absent = 0, or = ∞ for capabilities)."""
+    result: dict[str, Any] = {}
+    for resource in sorted(live.keys() | desired.keys()):
+        values = [m[resource] for m in (live, desired) if resource in m]
+        if len(values) == 1 and not missing_is_infinite:
+            continue  # min(x, 0) = 0: left out
+        result[resource] = min(values, key=lambda v: _quantity(v, parse))
+    return result
+
+
+def _quantity(value: Any, parse: Callable[[str], Decimal]) -> Decimal:
+    try:
+        return Decimal(parse(str(value)))
+    except (ValueError, ArithmeticError):
+        return Decimal(0)
+
+
+def _with_amounts(
+    body: Mapping[str, Any], parent: str | None, amounts: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    obj = copy.deepcopy(dict(body))
+    spec = dict(obj.get("spec") or {})
+    for field in _HIERARCHY:
+        spec.pop(field, None)
+    if amounts.get("capability"):
+        spec["capability"] = dict(amounts["capability"])
+    if amounts.get("guarantee"):
+        spec["guarantee"] = {"resource": dict(amounts["guarantee"])}
+    if amounts.get("deserved"):
+        spec["deserved"] = dict(amounts["deserved"])
+    spec.pop("parent", None)
+    if parent:
+        spec["parent"] = parent
+    obj["spec"] = spec
+    return obj
+
+
+def _same_amounts(
+    a: Mapping[str, Mapping[str, Any]],
+    b: Mapping[str, Mapping[str, Any]],
+    parse: Callable[[str], Decimal],
+) -> bool:
+    for field in _HIERARCHY:
+        left, right = a.get(field) or {}, b.get(field) or {}
+        if set(left) != set(right):
+            return False
+        if any(_quantity(left[r], parse) != _quantity(right[r], parse) for r in left):
+            return False
+    return True
+
+
+def _queue_interims(
+    want: Mapping[Any, Mapping[str, Any]],
+    have: Mapping[Any, Mapping[str, Any]],
+    parse: Callable[[str], Decimal],
+) -> tuple[dict[Any, tuple[dict[str, Any], Stage]], set[str]]:
+    """The shrink-stage manifest of every live Queue that has to shrink before others grow.
+
+    Per resource, the smaller of the live and desired guarantee, deserved and capability (the
+    "meet" of the two states: it satisfies every rule both states satisfy). A Queue that leaves
+    its parent (its ``spec.parent`` changes away from a department) is also moved to the top
+    level in this stage — a top-level Queue has no parent to fit — so its old parent can
+    shrink; the main stage puts it under its new parent once that one has grown. Its
+    descendants move with it. Returned only where the interim state differs from the live one;
+    the stage is ``shrink`` when the interim state is the desired one (a pure decrease). Also
+    returns the names of live Queues that have desired Queues below them (pruned ones among them
+    are deleted last, after their children moved away).
+    """
+    live_queues = {key[2]: obj for key, obj in have.items() if key[0] == "Queue"}
+    wanted_queues = {key[2]: obj for key, obj in want.items() if key[0] == "Queue"}
+    old_parent = {name: _parent(obj) for name, obj in live_queues.items()}
+    new_parent = {name: _parent(obj) for name, obj in wanted_queues.items()}
+
+    def chain(parents: Mapping[str, str | None], name: str) -> tuple[str, ...]:
+        out: list[str] = []
+        current = parents.get(name)
+        while current and current not in out and len(out) <= len(parents):
+            out.append(current)
+            current = parents.get(current)
+        return tuple(out)
+
+    survivors_below: set[str] = set()
+    for name in wanted_queues:
+        survivors_below.update(chain(old_parent, name))
+    result: dict[Any, tuple[dict[str, Any], Stage]] = {}
+    for name in sorted(live_queues):
+        live, desired = live_queues[name], wanted_queues.get(name)
+        if desired is None:
+            continue  # pruned: deleted (early with its subtree, else after its children left)
+        leaves = old_parent[name] is not None and old_parent[name] != new_parent.get(name)
+        live_amounts = {f: _amounts(live, f) for f in _HIERARCHY}
+        desired_amounts = {f: _amounts(desired, f) for f in _HIERARCHY}
+        interim = {
+            "capability": _meet(
+                live_amounts["capability"],
+                desired_amounts["capability"],
+                missing_is_infinite=True,
+                parse=parse,
+            ),
+            "guarantee": _meet(
+                live_amounts["guarantee"],
+                desired_amounts["guarantee"],
+                missing_is_infinite=False,
+                parse=parse,
+            ),
+            "deserved": _meet(
+                live_amounts["deserved"],
+                desired_amounts["deserved"],
+                missing_is_infinite=False,
+                parse=parse,
+            ),
+        }
+        if not leaves and _same_amounts(interim, live_amounts, parse):
+            continue  # nothing goes down: the change (if any) waits for the main stage
+        body = _with_amounts(desired, None if leaves else old_parent[name], interim)
+        pure = _same_amounts(interim, desired_amounts, parse) and (
+            (None if leaves else old_parent[name]) == new_parent.get(name)
+        )
+        result[("Queue", None, name)] = (body, "shrink" if pure else "main")
+    return result, survivors_below
+
+
+@dataclass(frozen=True)
+class Step:
+    """One write of a sync: ``apply`` a manifest or ``delete`` an object, for ``change``."""
+
+    change: Change
+    action: Literal["apply", "delete"]
+    body: dict[str, Any] | None
+
+
+def apply_steps(changes: Sequence[Change]) -> list[Step]:
+    """Order the writes of a plan so that every intermediate state passes Volcano's webhook.
+
+    Volcano's ``validate_queue.go`` checks each Queue write against the Queues as they are at
+    that moment (child capability <= nearest ancestor's, Σ children's guarantee and deserved <=
+    the parent's, a queue with children cannot be deleted). So:
+
+    1. **shrink** — deepest first (by the live hierarchy): delete Queues pruned with their whole
+       subtree; apply each Queue's ``interim`` (what goes down); apply changes whose interim is
+       the desired state (pure decreases). Shrinking a child never breaks its parent's sums and
+       a parent shrinks only after its children.
+    2. **main** — :func:`plan` order (Namespaces, PriorityClasses, Queues parents first, then
+       namespaced kinds): every other create and update. A parent grows before its children,
+       and siblings only grow after all of them shrank in step 1.
+    3. **prune** — the remaining prunes in reverse dependency order (a Queue that still had
+       children waits until they moved away).
+
+    An update touching an immutable field is a delete then an apply (``needs_replace``).
+    Unchanged objects produce no step. Deterministic.
+    """
+    early: list[tuple[tuple[int, str], list[Step]]] = []
+    main: list[Step] = []
+    late: list[Step] = []
+    for change in changes:
+        order = (-change.live_depth, change.name)
+        if change.op == "unchanged":
+            continue
+        if change.op == "prune":
+            delete = Step(change, "delete", None)
+            if change.kind == "Queue" and change.stage == "shrink":
+                early.append((order, [delete]))
+                continue
+            if change.interim is not None:
+                early.append((order, [Step(change, "apply", change.interim)]))
+            late.append(delete)
+            continue
+        writes = []
+        if change.needs_replace:
+            writes.append(Step(change, "delete", None))
+        writes.append(Step(change, "apply", change.body))
+        if change.interim is not None and change.stage == "shrink":
+            early.append((order, writes))
+            continue
+        if change.interim is not None:
+            early.append((order, [Step(change, "apply", change.interim)]))
+        main.extend(writes)
+    early.sort(key=lambda item: item[0])
+    return [step for _, steps in early for step in steps] + main + late
 
 
 # ---------------------------------------------------------------- display

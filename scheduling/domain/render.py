@@ -10,14 +10,25 @@ What is rendered
 
 Per **managed namespace of an active team**:
 
-* ``Namespace`` — the user's extra labels plus ours (ours win on a clash).
+* ``Namespace`` — the user's extra labels plus ours (ours win on a clash), and the annotation
+  ``scheduling.volcano.sh/queue-name: <leaf queue>``: Volcano's PodGroup mutating webhook
+  (``pkg/webhooks/admission/podgroups/mutate/mutate_podgroup.go``) moves a PodGroup created on the
+  ``default`` queue to the queue this annotation names, which is how a team's workloads reach the
+  team's Queue. It always names a *leaf* queue (Volcano refuses jobs in a queue with children,
+  ``jobs/validate/admit_job.go``): the team's own Queue, or for a department its own-namespaces
+  queue ``<department>.own`` (see below).
 * ``ResourceQuota fairshare`` — ``requests.<resource>`` for every quota entry (``requests.cpu``,
   ``requests.memory``, ``requests.nvidia.com/gpu``, ...); ``limits.cpu`` / ``limits.memory`` equal
   to the request amounts only when the namespace's LimitSpec sets ``quota_limits``. Never
   ``limits.<extended>``: Kubernetes only enforces the ``requests.`` prefix for extended resources.
   Rendered even when the quota is empty, so the set of objects depends on namespaces only.
 * ``LimitRange fairshare`` — one ``Container`` item (``default``, ``defaultRequest``, ``max``)
-  when the namespace has a non-empty LimitSpec.
+  when the namespace has a non-empty LimitSpec, rendered as the fixed point of the API server's
+  ``SetDefaults_LimitRangeItem`` (see :func:`limit_range_item`): a ``max`` without a ``default``
+  would otherwise be copied into ``default`` and ``defaultRequest``, so every container that
+  names no GPU would get the maximum number of GPUs. For resources that cannot be overcommitted
+  (GPUs and every other extended resource) the renderer writes explicit zero defaults instead;
+  for cpu/memory it writes what Kubernetes would default anyway, so nothing is left to default.
 * ``RoleBinding fairshare-lead|member|viewer`` — the team's users (kind ``User``, by username)
   and groups bound to the built-in ClusterRoles ``admin`` / ``edit`` / ``view``; a binding with
   no subjects is not rendered (and so gets pruned).
@@ -29,8 +40,14 @@ Cluster-scoped:
 
 * one Volcano ``Queue`` per active team, named after the team slug (departments too):
   ``weight``, ``reclaimable``, ``capability`` = limit, ``guarantee.resource`` = guarantee,
-  ``deserved`` = the DRF fair allocation clamped for Volcano's admission webhook (see
-  :func:`deserved_amounts`), ``parent`` = the parent department's slug;
+  ``deserved`` = the DRF fair allocation made consistent for Volcano's admission webhook (see
+  :func:`queue_amounts`), ``parent`` = the parent department's slug;
+* for a department with managed namespaces of its own, one more leaf Queue
+  ``<department>.own`` (a child of the department): its namespaces route there, because a queue
+  with children takes no jobs. Its guarantee is what the department's own guarantee leaves after
+  its teams' guarantees, its capability the department's limit, its deserved the department's
+  fair allocation beyond its teams'. (Team slugs are DNS labels and cannot contain a dot, so the
+  name never collides with a team's Queue.)
 * one ``PriorityClass`` per tier.
 
 Labels: ``app.kubernetes.io/managed-by: fairshare`` on everything; ``fairshare.io/team: <slug>``
@@ -44,6 +61,15 @@ Empty maps (no capability, no guarantee, ...) and false/empty optional scalars
 because the API server omits them too: the planner treats the fields as owned either way, so a
 field that disappears from the desired state is still noticed and cleared by the apply.
 
+Hierarchy (see :func:`queue_amounts`): a department's Queue ``guarantee`` is **derived**:
+max(its own guarantee, Σ its children's Queue guarantees), per resource, so Volcano's rule
+"Σ children's guarantee ≤ parent's guarantee" always holds (the capacity check in
+``quotas.services.committed_guarantees`` counts a department the same way). ``deserved`` is
+fitted so that guarantee ≤ deserved ≤ capability on every Queue and Σ children's deserved ≤ the
+parent's deserved. What cannot be fitted — a child's limit over its nearest ancestor's limit, or
+a department whose derived guarantee exceeds its limit — is refused where changes enter
+(``quotas.services``) and raises ValueError here.
+
 Inactive teams render nothing, and neither do their descendants: deactivating a department
 takes its subtree with it (a child Queue cannot point at a parent that no longer exists).
 
@@ -55,11 +81,13 @@ order, so the same spec always gives the same list, byte for byte once serialise
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal
+from dataclasses import dataclass, field
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
-from scheduling.domain.quantity import format_quantity
+from scheduling.domain.quantity import format_quantity, is_byte_resource
 from scheduling.domain.types import (
+    OVERCOMMITTABLE_RESOURCES,
     ROLES,
     ClusterSpec,
     LimitSpec,
@@ -69,18 +97,25 @@ from scheduling.domain.types import (
 )
 
 __all__ = [
+    "ANNOTATION_QUEUE",
     "KIND_ORDER",
     "LABEL_DEPARTMENT",
     "LABEL_MANAGED_BY",
     "LABEL_TEAM",
     "LABEL_TIER",
     "MANAGER",
+    "OWN_QUEUE_SUFFIX",
     "RESERVED_QUEUE_NAMES",
     "ROLE_CLUSTER_ROLES",
+    "QueueAmounts",
     "deserved_amounts",
     "file_name",
+    "leaf_queue_name",
+    "limit_range_item",
     "object_key",
     "object_name",
+    "queue_amounts",
+    "queue_depths",
     "render",
     "sort_key",
 ]
@@ -90,6 +125,9 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_TEAM = "fairshare.io/team"
 LABEL_TIER = "fairshare.io/tier"
 LABEL_DEPARTMENT = "fairshare.io/department"
+# Volcano's QueueNameAnnotationKey (volcano.sh/apis pkg/apis/scheduling/v1beta1/labels.go).
+ANNOTATION_QUEUE = "scheduling.volcano.sh/queue-name"
+OWN_QUEUE_SUFFIX = ".own"
 
 ROLE_CLUSTER_ROLES: dict[str, str] = {"lead": "admin", "member": "edit", "viewer": "view"}
 VOLCANO_ROLES = ("lead", "member")
@@ -158,21 +196,42 @@ def object_key(manifest: Mapping[str, Any]) -> tuple[str, str | None, str]:
     return (manifest["kind"], metadata.get("namespace") or None, metadata["name"])
 
 
-def file_name(manifest: Mapping[str, Any]) -> str:
-    """Return a stable relative path for GitOps export.
+def file_name(manifest: Mapping[str, Any], depth: int = 0) -> str:
+    """Return a stable relative path for GitOps export, in an order ``kubectl apply -R -f``
+    can apply in one pass (it walks the tree in lexical order).
 
-    Namespaced objects and the Namespace itself go under ``namespaces/<ns>/`` (so deleting a
-    namespace's folder removes all of it); the other cluster-scoped objects under ``cluster/``:
-    ``cluster/queue-research-team.yaml``, ``namespaces/ml/resourcequota-fairshare.yaml``,
-    ``namespaces/ml/namespace-ml.yaml``.
+    Cluster-scoped objects go under ``cluster/`` (before ``namespaces/``), Queues numbered by
+    their ``depth`` in the hierarchy so a parent comes before its children (Volcano's webhook
+    refuses a child whose parent does not exist yet); a namespace's objects under
+    ``namespaces/<ns>/``, the Namespace itself first (``00-``), so deleting the folder removes
+    all of it: ``cluster/priorityclass-production.yaml``, ``cluster/queue-1-cv-team.yaml``,
+    ``namespaces/ml/00-namespace-ml.yaml``, ``namespaces/ml/resourcequota-fairshare.yaml``.
     """
     kind, namespace, name = object_key(manifest)
     base = f"{kind.lower()}-{name}.yaml"
     if kind == "Namespace":
-        return f"namespaces/{name}/{base}"
+        return f"namespaces/{name}/00-{base}"
+    if kind == "Queue":
+        return f"cluster/{kind.lower()}-{depth}-{name}.yaml"
     if namespace is None:
         return f"cluster/{base}"
     return f"namespaces/{namespace}/{base}"
+
+
+def queue_depths(manifests: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Depth of each rendered Queue (0 for the top level) from the manifests' ``spec.parent``."""
+    parents = {
+        m["metadata"]["name"]: (m.get("spec") or {}).get("parent")
+        for m in manifests
+        if m.get("kind") == "Queue"
+    }
+    depths: dict[str, int] = {}
+    for name in parents:
+        depth, current = 0, parents[name]
+        while current and depth <= len(parents):
+            depth, current = depth + 1, parents.get(current)
+        depths[name] = depth
+    return depths
 
 
 def sort_key(
@@ -191,26 +250,236 @@ def sort_key(
 
 
 def deserved_amounts(team: TeamSpec) -> dict[str, Decimal]:
-    """Return the Queue ``deserved`` amounts Volcano's webhook (>= 1.15) will accept.
+    """Return the deserved amounts of a team on its own (no hierarchy to fit into).
 
     For every resource that has a fair allocation or a guarantee:
     ``deserved = min(max(fair, guarantee), capability)``, capability only where the team has a
     limit for that resource. Invariants (given guarantee <= limit, checked by TeamSpec):
     every guaranteed resource appears; guarantee <= deserved <= capability.
     """
+    return _clamp(team.deserved, team.guarantee, team.limit)
+
+
+def _clamp(
+    wanted: Mapping[str, Decimal], low: Mapping[str, Decimal], high: Mapping[str, Decimal]
+) -> dict[str, Decimal]:
     amounts: dict[str, Decimal] = {}
-    for resource in sorted(team.deserved.keys() | team.guarantee.keys()):
-        amount = max(
-            Decimal(team.deserved.get(resource, 0)), Decimal(team.guarantee.get(resource, 0))
-        )
-        if resource in team.limit:
-            amount = min(amount, Decimal(team.limit[resource]))
+    for resource in sorted(wanted.keys() | low.keys()):
+        amount = max(Decimal(wanted.get(resource, 0)), Decimal(low.get(resource, 0)))
+        if resource in high:
+            amount = min(amount, Decimal(high[resource]))
         amounts[resource] = amount
     return amounts
 
 
+def _grain(resource: str) -> Decimal:
+    """The unit deserved amounts are cut in when they are scaled: devices, bytes, millicores."""
+    if "/" in resource or is_byte_resource(resource):
+        return Decimal(1)
+    return Decimal("0.001")
+
+
+def _positive(amounts: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    return {r: Decimal(v) for r, v in sorted(amounts.items()) if Decimal(v) > 0}
+
+
 def _quantities(amounts: Mapping[str, Decimal], key: Callable[[str], str] = str) -> dict[str, str]:
     return {key(r): format_quantity(amounts[r], r) for r in sorted(amounts)}
+
+
+# ---------------------------------------------------------------- the queue hierarchy
+
+
+@dataclass(frozen=True)
+class QueueAmounts:
+    """What one rendered Queue carries: ``parent`` (None at the top), and the amounts."""
+
+    name: str
+    team: str
+    parent: str | None
+    guarantee: dict[str, Decimal] = field(default_factory=dict)
+    capability: dict[str, Decimal] = field(default_factory=dict)
+    deserved: dict[str, Decimal] = field(default_factory=dict)
+
+
+def leaf_queue_name(team: TeamSpec) -> str:
+    """The queue a team's namespaces route to: its own Queue, or ``<slug>.own`` for a
+    department (a queue with children takes no jobs)."""
+    return f"{team.slug}{OWN_QUEUE_SUFFIX}" if team.is_department else team.slug
+
+
+def _fmt(amount: Decimal, resource: str) -> str:
+    return format_quantity(amount, resource)
+
+
+def queue_amounts(
+    teams: Mapping[str, TeamSpec], active: Iterable[str], own_leaves: Iterable[str] = ()
+) -> dict[str, QueueAmounts]:
+    """Compute every Queue's guarantee, capability and deserved so Volcano admits all of them.
+
+    Volcano's validating webhook (``pkg/webhooks/admission/queues/validate/validate_queue.go``)
+    requires, per resource: guarantee <= deserved <= capability; a child's capability <= its
+    nearest ancestor's; Σ children's guarantee <= the parent's guarantee and Σ children's deserved
+    <= the parent's deserved (a resource the children have and the parent lacks counts as 0 on the
+    parent: ``Resource.LessPartly`` with ``Zero``).
+
+    ``active`` are the team slugs that get a Queue; ``own_leaves`` the departments that also get
+    an own-namespaces leaf ``<slug>.own``. Steps:
+
+    1. guarantee, bottom-up: a leaf has its own guarantee; a department max(own, Σ children's);
+       the own leaf takes what the department's own guarantee leaves after its teams';
+    2. capability = the team's limit (the own leaf: the department's); check that no Queue's
+       capability is over its nearest ancestor's and no guarantee over its capability, else
+       raise ValueError naming the department and the numbers;
+    3. wanted deserved, bottom-up: a leaf clamps its fair allocation between guarantee and
+       capability; a department clamps max(its fair allocation, Σ children's wanted); the own
+       leaf wants the department's fair allocation beyond its teams';
+    4. deserved, top-down: a top-level Queue gets what it wants; children whose wanted amounts
+       do not fit their parent's deserved keep their guarantees and share the rest in
+       proportion to what they wanted above it, cut down to whole grains (devices, bytes,
+       millicores), so the sum never exceeds the parent's.
+
+    Zero amounts are left out. Deterministic: children are visited in name order.
+    """
+    active = set(active)
+    children: dict[str, list[str]] = {slug: [] for slug in active}
+    parents: dict[str, str | None] = {}
+    for slug in sorted(active):
+        parent = teams[slug].parent
+        parents[slug] = parent if parent in active else None
+        if parents[slug] is not None:
+            children[parents[slug]].append(slug)  # type: ignore[index]
+    own: dict[str, str] = {}
+    for slug in sorted(set(own_leaves) & active):
+        leaf = f"{slug}{OWN_QUEUE_SUFFIX}"
+        own[leaf] = slug
+        parents[leaf] = slug
+        children[leaf] = []
+        children[slug].append(leaf)
+
+    guarantee: dict[str, dict[str, Decimal]] = {}
+    capability: dict[str, dict[str, Decimal]] = {}
+    fair: dict[str, dict[str, Decimal]] = {}
+
+    def down(name: str) -> None:  # post-order: children first
+        for child in children[name]:
+            if child not in own:
+                down(child)
+        if name in own:
+            return
+        team = teams[name]
+        capability[name] = {r: Decimal(v) for r, v in team.limit.items()}
+        fair[name] = {r: Decimal(v) for r, v in team.deserved.items()}
+        mine = {r: Decimal(v) for r, v in team.guarantee.items()}
+        teams_sum = _sum(guarantee[c] for c in children[name] if c not in own)
+        derived = {
+            r: max(mine.get(r, Decimal(0)), teams_sum.get(r, Decimal(0)))
+            for r in mine.keys() | teams_sum.keys()
+        }
+        guarantee[name] = _positive(derived)
+        for leaf in (c for c in children[name] if c in own):
+            guarantee[leaf] = _positive({r: mine[r] - teams_sum.get(r, Decimal(0)) for r in mine})
+            capability[leaf] = dict(capability[name])
+            teams_fair = _sum(fair[c] for c in children[name] if c not in own)
+            fair[leaf] = _positive(
+                {r: v - teams_fair.get(r, Decimal(0)) for r, v in fair[name].items()}
+            )
+
+    roots = sorted(name for name in active if parents[name] is None)
+    for root in roots:
+        down(root)
+    names = sorted(guarantee)
+    for name in names:
+        _check_queue(name, own.get(name, name), parents, guarantee, capability)
+
+    wanted: dict[str, dict[str, Decimal]] = {}
+
+    def want(name: str) -> dict[str, Decimal]:
+        below = _sum(want(child) for child in children[name])
+        mine = fair[name]
+        merged = {
+            r: max(mine.get(r, Decimal(0)), below.get(r, Decimal(0)))
+            for r in mine.keys() | below.keys()
+        }
+        wanted[name] = _positive(_clamp(merged, guarantee[name], capability[name]))
+        return wanted[name]
+
+    deserved: dict[str, dict[str, Decimal]] = {}
+
+    def fit(name: str) -> None:
+        budget = deserved[name]
+        kids = children[name]
+        for child in kids:
+            deserved[child] = dict(wanted[child])
+        for resource in sorted({r for c in kids for r in wanted[c]}):
+            total = sum((wanted[c].get(resource, Decimal(0)) for c in kids), Decimal(0))
+            room = budget.get(resource, Decimal(0))
+            if total <= room:
+                continue
+            base = sum((guarantee[c].get(resource, Decimal(0)) for c in kids), Decimal(0))
+            excess = total - base
+            grain = _grain(resource)
+            for child in kids:
+                low = guarantee[child].get(resource, Decimal(0))
+                extra = wanted[child].get(resource, Decimal(0)) - low
+                share = (extra * (room - base) / excess / grain).to_integral_value(ROUND_FLOOR)
+                deserved[child][resource] = low + share * grain
+        for child in kids:
+            deserved[child] = _positive(deserved[child])
+            fit(child)
+
+    for root in roots:
+        want(root)
+        deserved[root] = dict(wanted[root])
+        fit(root)
+
+    return {
+        name: QueueAmounts(
+            name=name,
+            team=own.get(name, name),
+            parent=parents[name],
+            guarantee=guarantee[name],
+            capability=capability[name],
+            deserved=deserved[name],
+        )
+        for name in names
+    }
+
+
+def _sum(maps: Iterable[Mapping[str, Decimal]]) -> dict[str, Decimal]:
+    total: dict[str, Decimal] = {}
+    for amounts in maps:
+        for resource, amount in amounts.items():
+            total[resource] = total.get(resource, Decimal(0)) + Decimal(amount)
+    return total
+
+
+def _check_queue(
+    name: str,
+    team: str,
+    parents: Mapping[str, str | None],
+    guarantee: Mapping[str, Mapping[str, Decimal]],
+    capability: Mapping[str, Mapping[str, Decimal]],
+) -> None:
+    """Raise ValueError when a Queue's amounts break a rule no fitting can repair."""
+    for resource, amount in sorted(guarantee[name].items()):
+        cap = capability[name].get(resource)
+        if cap is not None and amount > cap:
+            raise ValueError(
+                f"team {team}: guarantees for {resource} total {_fmt(amount, resource)} "
+                f"(its own and its teams'), over its {_fmt(cap, resource)} limit"
+            )
+    for resource, amount in sorted(capability[name].items()):
+        ancestor = parents.get(name)
+        # Volcano's findNearestAncestorCapability: the first ancestor with a positive amount.
+        while ancestor is not None and not capability[ancestor].get(resource):
+            ancestor = parents.get(ancestor)
+        if ancestor is not None and amount > capability[ancestor][resource]:
+            raise ValueError(
+                f"team {team}: its {resource} limit {_fmt(amount, resource)} is over the "
+                f"{_fmt(capability[ancestor][resource], resource)} limit of department "
+                f"{ancestor}"
+            )
 
 
 # ---------------------------------------------------------------- objects
@@ -251,28 +520,29 @@ def _priority_class(tier: TierSpec) -> Manifest:
     return obj
 
 
-def _queue(team: TeamSpec) -> Manifest:
+def _queue(team: TeamSpec, amounts: QueueAmounts) -> Manifest:
     extra = _tier_labels(team)
-    if team.is_department:
+    if team.is_department and amounts.name == team.slug:
         extra[LABEL_DEPARTMENT] = "true"
-    obj = _manifest("Queue", object_name("Queue", team.slug), _labels(team, extra))
+    obj = _manifest("Queue", object_name("Queue", amounts.name), _labels(team, extra))
     spec: dict[str, Any] = {"weight": team.weight, "reclaimable": team.reclaimable}
-    if team.limit:
-        spec["capability"] = _quantities(team.limit)
-    if team.guarantee:
-        spec["guarantee"] = {"resource": _quantities(team.guarantee)}
-    deserved = deserved_amounts(team)
-    if deserved:
-        spec["deserved"] = _quantities(deserved)
-    if team.parent:
-        spec["parent"] = team.parent
+    if amounts.capability:
+        spec["capability"] = _quantities(amounts.capability)
+    if amounts.guarantee:
+        spec["guarantee"] = {"resource": _quantities(amounts.guarantee)}
+    if amounts.deserved:
+        spec["deserved"] = _quantities(amounts.deserved)
+    if amounts.parent:
+        spec["parent"] = amounts.parent
     obj["spec"] = spec
     return obj
 
 
 def _namespace(ns: NamespaceSpec, team: TeamSpec) -> Manifest:
     labels = {**ns.labels, **_labels(team, _tier_labels(team))}
-    return _manifest("Namespace", object_name("Namespace", ns.name), dict(sorted(labels.items())))
+    obj = _manifest("Namespace", object_name("Namespace", ns.name), dict(sorted(labels.items())))
+    obj["metadata"]["annotations"] = {ANNOTATION_QUEUE: leaf_queue_name(team)}
+    return obj
 
 
 def _resource_quota(ns: NamespaceSpec, team: TeamSpec) -> Manifest:
@@ -290,17 +560,44 @@ def _resource_quota(ns: NamespaceSpec, team: TeamSpec) -> Manifest:
     return obj
 
 
-def _limit_range(ns: NamespaceSpec, team: TeamSpec, limits: LimitSpec) -> Manifest:
+def limit_range_item(limits: LimitSpec) -> dict[str, Any]:
+    """The ``Container`` LimitRange item for ``limits``, as the API server will store it.
+
+    Kubernetes ``pkg/apis/core/v1/defaults.go`` ``SetDefaults_LimitRangeItem`` copies ``max``
+    into a missing ``default`` and ``default`` into a missing ``defaultRequest``; LimitRanger
+    then gives every container without a request/limit of its own those defaults. So:
+
+    1. a resource that cannot be overcommitted (GPUs, MIG slices, every extended resource) with
+       a ``max`` and no default gets explicit zero defaults: a container that names no GPU gets
+       ``nvidia.com/gpu: 0`` (no device, nothing counted against the quota) instead of the
+       maximum. (A ``type: Pod`` max would not do: LimitRanger's ``maxConstraint`` refuses a
+       pod in which any container lacks a limit for the resource, i.e. every CPU-only pod.)
+    2. cpu/memory (overcommittable) get what Kubernetes would default anyway (``default`` = max,
+       ``defaultRequest`` = default), written out so that nothing is left for the server to add
+       and the planner compares like with like.
+
+    Invariants: the result is a fixed point of ``SetDefaults_LimitRangeItem``; no resource
+    that cannot be overcommitted has a non-zero default unless the policy set one.
+    """
+    default = {r: Decimal(v) for r, v in limits.default_limit.items()}
+    request = {r: Decimal(v) for r, v in limits.default_request.items()}
+    for resource, amount in limits.max.items():
+        if resource not in default:
+            default[resource] = (
+                Decimal(amount) if resource in OVERCOMMITTABLE_RESOURCES else Decimal(0)
+            )
+    for resource, amount in default.items():
+        request.setdefault(resource, amount)
     item: dict[str, Any] = {"type": "Container"}
-    for key, amounts in (
-        ("default", limits.default_limit),
-        ("defaultRequest", limits.default_request),
-        ("max", limits.max),
-    ):
+    for key, amounts in (("default", default), ("defaultRequest", request), ("max", limits.max)):
         if amounts:
             item[key] = _quantities(amounts)
+    return item
+
+
+def _limit_range(ns: NamespaceSpec, team: TeamSpec, limits: LimitSpec) -> Manifest:
     obj = _manifest("LimitRange", object_name("LimitRange"), _labels(team), ns.name)
-    obj["spec"] = {"limits": [item]}
+    obj["spec"] = {"limits": [limit_range_item(limits)]}
     return obj
 
 
@@ -440,20 +737,27 @@ def render(spec: ClusterSpec) -> list[Manifest]:
     1. check cross-object invariants (unknown team/tier/parent, parent not a department,
        reserved queue names, duplicates, hierarchy cycles) — raises ValueError;
     2. find the effectively active teams (the team and all its ancestors active);
-    3. one PriorityClass per tier; one Queue per active team;
+    3. one PriorityClass per tier; one Queue per active team, plus ``<department>.own`` for a
+       department with managed namespaces, with amounts from :func:`queue_amounts` (raises
+       ValueError for a limit over a department's, or guarantees over a limit);
     4. the per-namespace objects for every managed namespace of an active team;
     5. sort in dependency order (:func:`sort_key`, queue parents first).
 
     Invariants: deterministic; every object carries ``app.kubernetes.io/managed-by: fairshare``;
     object keys are unique; no ResourceQuota has a ``limits.`` key other than cpu/memory;
-    every Queue satisfies guarantee <= deserved <= capability per resource.
+    every Queue passes Volcano's admission rules; every managed Namespace names a leaf Queue;
+    no LimitRange defaults a GPU onto a container.
     """
     teams = _check(spec)
     depths = _queue_depths(teams)
     active = _effectively_active(teams)
+    managed = [ns for ns in spec.namespaces if ns.managed and ns.team in active]
+    own_leaves = {ns.team for ns in managed if teams[ns.team].is_department}
+    amounts = queue_amounts(teams, active, own_leaves)
+    for slug in own_leaves:
+        depths[f"{slug}{OWN_QUEUE_SUFFIX}"] = depths[slug] + 1
     objects: list[Manifest] = [_priority_class(tier) for tier in spec.tiers]
-    objects += [_queue(teams[slug]) for slug in sorted(active)]
-    for ns in spec.namespaces:
-        if ns.managed and ns.team in active:
-            objects += _namespace_objects(ns, teams[ns.team])
+    objects += [_queue(teams[q.team], q) for q in amounts.values()]
+    for ns in managed:
+        objects += _namespace_objects(ns, teams[ns.team])
     return sorted(objects, key=lambda obj: sort_key(obj, depths))

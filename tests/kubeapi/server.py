@@ -4,13 +4,34 @@ A real HTTP server on 127.0.0.1 that the real ``kubernetes`` client talks to thr
 kubeconfig. It keeps objects in memory and serves GET, LIST (label and field selectors, ``limit``
 and ``continue``), POST, PUT, PATCH (JSON merge patch; strategic merge treated as merge; server-side
 apply with managedFields-lite) and DELETE, with ``dryRun=All``, for the kinds in ``kinds.py``. It
-validates like the real server where it matters (see ``validation.py``), injects faults on demand,
+defaults and validates like the real server where it matters (``defaults.py``, ``validation.py``),
+runs Volcano's admission webhooks and queue controller (``volcano.py``), injects faults on demand,
 and counts requests per ``(verb, kind)``.
 
-Simplifications, on purpose: no auth, no watch, no status/scale subresources, no field-level SSA
-below the first level of ``spec``/``data`` (``spec.hard`` is one field), LIST pages are cut from the
-current state rather than a snapshot, deleting a namespace removes its objects at once, and
-strategic merge patch is a JSON merge patch (lists are replaced, not merged by key).
+What it imitates, with the upstream source (each function names its own):
+
+* defaulting: ``SetDefaults_Namespace``, ``SetDefaults_LimitRangeItem``,
+  ``SetDefaults_PriorityClass`` (``defaults.py``), CRD structural defaults (``dequeueStrategy``);
+* validation: names, labels, quantities, quota names, ``ValidateLimitRange``, RBAC shapes,
+  PriorityClass values and immutable ``value``/``preemptionPolicy`` (``validation.py``); the
+  ``priority`` admission plugin's single ``globalDefault``
+  (``plugin/pkg/admission/priority/admission.go``);
+* Volcano: queue mutating and validating webhooks, the queue controller's ``spec.parent: root``
+  and open state, PodGroup routing by the namespace annotation, job admission to leaf queues;
+  Volcano's own ``root`` and ``default`` queues exist from the start (``volcano.py``);
+* server-side apply with per-field ownership as structured-merge-diff tracks it: every map key
+  is its own field (``f:spec: {f:hard: {f:requests.cpu: {}}}``), lists are atomic (all lists of
+  the kinds served here are ``x-kubernetes-list-type: atomic``), conflicts are per field, fields
+  a manager stops applying are removed unless another manager owns them; update-style writes
+  (PUT, merge and JSON patches) take ownership of what they change;
+* JSON patch (RFC 6902), JSON merge patch (RFC 7386), ``dryRun=All``, ``fieldValidation``;
+* discovery and ``/openapi/v3`` (PATCH operations with their parameters and the kinds'
+  schemas) so that kubectl can validate and apply.
+
+Simplifications, on purpose: no auth, no watch, no status/scale subresources over HTTP, LIST pages
+are cut from the current state rather than a snapshot, deleting a namespace removes its objects at
+once, strategic merge patch is a JSON merge patch (lists are replaced, not merged by key), the
+Volcano controller acts at once inside the request that triggered it, and no associative lists.
 """
 
 from __future__ import annotations
@@ -38,7 +59,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from . import validation
+from . import defaults, openapi, validation, volcano
 from .kinds import BY_KIND, BY_PATH, KINDS, Kind, lookup
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
 from .store import FieldPath, Store, now
@@ -49,6 +70,7 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "apply", "delete"})
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 _MISSING = object()
 
@@ -150,25 +172,34 @@ class _Drop(Exception):
 # --------------------------------------------------------------------------- object helpers
 
 
-def owned_fields(obj: dict) -> dict[FieldPath, Any]:
-    """The fields managedFields-lite tracks.
+# Fields every write carries that no manager owns (identity, server-set, status subresource).
+_UNTRACKED_TOP_LEVEL = ("apiVersion", "kind", "metadata", "status")
 
-    Labels and annotations by key, the first level of every dict-valued top-level field
-    (``spec.weight``, ``spec.hard``), other top-level fields whole.
+
+def owned_fields(obj: dict) -> dict[FieldPath, Any]:
+    """The fields server-side apply tracks for ``obj``, as structured-merge-diff does.
+
+    Labels and annotations by key; below the top level every map key is its own field
+    (``("spec", "hard", "requests.cpu")``), lists and scalars are leaves (atomic lists: the
+    kinds served here have no associative ones). Empty maps and lists own nothing.
     """
     out: dict[FieldPath, Any] = {}
     meta = obj.get("metadata") or {}
     for section in ("labels", "annotations"):
         for key, value in (meta.get(section) or {}).items():
             out[("metadata", section, key)] = value
+
+    def walk(value: Any, path: FieldPath) -> None:
+        if isinstance(value, dict):
+            for key, sub in value.items():
+                walk(sub, (*path, key))
+        elif value is not None and value != []:
+            out[path] = value
+
     for key, value in obj.items():
-        if key in ("apiVersion", "kind", "metadata", "status"):
+        if key in _UNTRACKED_TOP_LEVEL:
             continue
-        if isinstance(value, dict) and value:
-            for sub, subvalue in value.items():
-                out[(key, sub)] = subvalue
-        else:
-            out[(key,)] = value
+        walk(value, (key,))
     return out
 
 
@@ -219,6 +250,100 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise bad_request(f"the JSON patch path {path!r} must start with '/'")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def json_patch(target: Any, operations: Any) -> Any:
+    """RFC 6902 JSON patch (add, remove, replace, move, copy, test); returns a new value.
+
+    Raises ApiError 422 for an operation that does not apply (as the API server does).
+    """
+    if not isinstance(operations, list):
+        raise bad_request("a JSON patch must be a list of operations")
+    doc = copy.deepcopy(target)
+
+    def fail(message: str) -> ApiError:
+        return ApiError(
+            422,
+            "Invalid",
+            f"the server rejected our request due to an error in our request: {message}",
+        )
+
+    def parent_of(parts: list[str]) -> tuple[Any, str]:
+        node = doc
+        for part in parts[:-1]:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise fail(f"doc is missing path: /{'/'.join(parts)}")
+        return node, parts[-1]
+
+    def get(parts: list[str]) -> Any:
+        node = doc
+        for part in parts:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise fail(f"doc is missing path: /{'/'.join(parts)}")
+        return node
+
+    def add(parts: list[str], value: Any) -> None:
+        nonlocal doc
+        if not parts:
+            doc = copy.deepcopy(value)
+            return
+        node, key = parent_of(parts)
+        if isinstance(node, dict):
+            node[key] = copy.deepcopy(value)
+        elif isinstance(node, list):
+            index = len(node) if key == "-" else int(key) if key.isdigit() else -1
+            if not 0 <= index <= len(node):
+                raise fail(f"index out of bounds: {key}")
+            node.insert(index, copy.deepcopy(value))
+        else:
+            raise fail(f"doc is missing path: /{'/'.join(parts)}")
+
+    def remove(parts: list[str]) -> Any:
+        node, key = parent_of(parts)
+        if isinstance(node, dict) and key in node:
+            return node.pop(key)
+        if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            return node.pop(int(key))
+        raise fail(f"doc is missing path: /{'/'.join(parts)}")
+
+    for op in operations:
+        if not isinstance(op, dict) or "op" not in op or "path" not in op:
+            raise bad_request("each JSON patch operation needs an op and a path")
+        parts = _pointer(op["path"])
+        kind = op["op"]
+        if kind == "add":
+            add(parts, op.get("value"))
+        elif kind == "remove":
+            remove(parts)
+        elif kind == "replace":
+            remove(parts)
+            add(parts, op.get("value"))
+        elif kind in ("move", "copy"):
+            source = _pointer(op.get("from", ""))
+            value = remove(source) if kind == "move" else copy.deepcopy(get(source))
+            add(parts, value)
+        elif kind == "test":
+            if get(parts) != op.get("value"):
+                raise fail(f"testing value /{'/'.join(parts)} failed")
+        else:
+            raise bad_request(f"unexpected JSON patch operation {kind!r}")
+    return doc
 
 
 def _spec_changed(old: dict, new: dict) -> bool:
@@ -361,6 +486,7 @@ class FakeKubeApi:
         if lose_state:
             self.store.clear()
             self.seed_namespaces()
+            self.seed_volcano()
         self.start()
 
     @property
@@ -414,6 +540,7 @@ class FakeKubeApi:
         self._wake_sleepers()
         self.store.clear()
         self.seed_namespaces()
+        self.seed_volcano()
         self.reset_counts()
         self.rng = random.Random(self.seed)
         if not self.running:
@@ -427,6 +554,24 @@ class FakeKubeApi:
                     "kind": "Namespace",
                     "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
                     "status": {"phase": "Active"},
+                }
+            )
+
+    def seed_volcano(self) -> None:
+        """Volcano's own queues, as a fresh installation has them: ``root`` (the top of the
+        hierarchy, created by the scheduler) and ``default`` (``pkg/controllers/queue``
+        creates it; its controller gives it ``parent: root``), both open."""
+        for name, spec in (
+            ("root", {"weight": 1, "reclaimable": False}),
+            ("default", {"weight": 1, "reclaimable": True, "parent": "root"}),
+        ):
+            self.put_object(
+                {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "Queue",
+                    "metadata": {"name": name},
+                    "spec": {**spec, "dequeueStrategy": "traverse"},
+                    "status": {"state": "Open"},
                 }
             )
 
@@ -540,6 +685,12 @@ class FakeKubeApi:
         self, h: _Handler, method: str, path: str, query: dict[str, str], raw: bytes
     ) -> tuple[int, Any]:
         segs = [unquote(s) for s in path.strip("/").split("/") if s]
+        if segs[:1] == ["openapi"]:
+            self._count("get", "OpenAPI")
+            document = openapi.document(segs[1:], KINDS)
+            if document is None:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            return 200, document
         discovery = self._discovery(segs)
         if discovery is not None:
             self._count("get", "Discovery")
@@ -593,7 +744,9 @@ class FakeKubeApi:
         if method == "POST":
             if name:
                 raise ApiError(405, "MethodNotAllowed", "POST to a named object is not allowed")
-            return 201, self._create(kind, ns, self._json(raw), query, h, dry_run)
+            created = self._create(kind, ns, self._json(raw), query, h, dry_run)
+            self._after_write(kind, ns, created["metadata"]["name"], dry_run)
+            return 201, created
         assert name is not None
         if verb == "get":
             obj = self.store.get(kind.kind, ns, name)
@@ -601,12 +754,18 @@ class FakeKubeApi:
                 raise not_found(kind, name)
             return 200, obj
         if verb == "update":
-            return 200, self._update(kind, ns, name, self._json(raw), query, h, dry_run)
+            result = self._update(kind, ns, name, self._json(raw), query, h, dry_run)
+            self._after_write(kind, ns, name, dry_run)
+            return 200, result
         if verb == "patch":
-            body = self._json(raw)
-            return 200, self._patch(kind, ns, name, content_type, body, query, h, dry_run)
+            body = self._json(raw, allow_list=content_type == JSON_PATCH)
+            result = self._patch(kind, ns, name, content_type, body, query, h, dry_run)
+            self._after_write(kind, ns, name, dry_run)
+            return 200, result
         if verb == "apply":
-            return self._apply(kind, ns, name, raw, query, dry_run)
+            code, result = self._apply(kind, ns, name, raw, query, dry_run)
+            self._after_write(kind, ns, name, dry_run)
+            return code, result
         return 200, self._delete(kind, ns, name, dry_run)
 
     def _count(self, verb: str, kind: str, *, dry_run: bool = False) -> None:
@@ -660,14 +819,51 @@ class FakeKubeApi:
         raise ApiError(code, reason, message, details=details, headers=headers)
 
     @staticmethod
-    def _json(raw: bytes) -> dict:
+    def _json(raw: bytes, *, allow_list: bool = False) -> Any:
         try:
             body = json.loads(raw or b"null")
         except ValueError as e:
             raise bad_request(f"the request body is not valid JSON: {e}") from None
+        if allow_list and isinstance(body, list):
+            return body
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
         return body
+
+    # ------------------------------------------------------------------ controllers
+
+    def _after_write(self, kind: Kind, ns: str, name: str, dry_run: bool) -> None:
+        """What controllers do right after a write (the fake runs them inside the request)."""
+        if dry_run or kind.kind != "Queue":
+            return
+        with self.store.lock:
+            obj = self.store.get("Queue", "", name)
+            if obj is None:
+                return
+            # pkg/controllers/queue/queue_controller_action.go updateQueueParent
+            patch = volcano.controller_queue_patch(obj)
+            if patch:
+                try:
+                    self._patch(
+                        kind,
+                        "",
+                        name,
+                        JSON_PATCH,
+                        patch,
+                        {"fieldManager": volcano.CONTROLLER},
+                        None,
+                        False,
+                    )
+                except ApiError as e:
+                    log.warning("queue controller could not set the parent of %s: %s", name, e)
+            # syncQueue/openQueue: ApplyStatus(state: Open) on the status subresource
+            obj = self.store.get("Queue", "", name)
+            status = volcano.controller_queue_status(obj) if obj is not None else None
+            if obj is not None and status is not None:
+                new = copy.deepcopy(obj)
+                new["status"] = status
+                new["metadata"]["resourceVersion"] = self.store.next_rv()
+                self.store.put("Queue", new)
 
     def _discovery(self, segs: list[str]) -> dict | None:
         if segs == ["version"]:
@@ -824,6 +1020,43 @@ class FakeKubeApi:
                 f'{kind.qualified} "{name}" is invalid: {validation.message_for(causes)}',
                 details=_details(kind, name, causes=causes),
             )
+        self._admit(kind, obj, old)
+
+    def _queues(self) -> dict[str, dict]:
+        """The queue lister's view: stored queues by name."""
+        return {name: obj for (_, name), obj in self.store.items["Queue"].items()}
+
+    def _admit(self, kind: Kind, obj: dict, old: dict | None) -> None:
+        """Validating admission: Volcano's webhooks and the ``priority`` admission plugin."""
+        name = (obj.get("metadata") or {}).get("name") or ""
+        webhook = {
+            "Queue": "validatequeue.volcano.sh",
+            "PodGroup": "validatepodgroup.volcano.sh",
+            "Job": "validatejob.volcano.sh",
+        }.get(kind.kind)
+        try:
+            if kind.kind == "Queue":
+                volcano.validate_queue(obj, old, self._queues())
+            elif kind.kind == "PodGroup" and old is None:
+                volcano.validate_podgroup(obj, self._queues())
+            elif kind.kind == "Job" and old is None:
+                volcano.admit_job(obj, self._queues())
+        except volcano.Denied as e:
+            # apiserver webhook errors (ToStatusErr): 400 unless the webhook says otherwise
+            raise ApiError(
+                400, "BadRequest", f'admission webhook "{webhook}" denied the request: {e}'
+            ) from None
+        if kind.kind == "PriorityClass" and obj.get("globalDefault"):
+            # plugin/pkg/admission/priority/admission.go validatePriorityClass
+            for (_, other), existing in self.store.items["PriorityClass"].items():
+                if other != name and existing.get("globalDefault"):
+                    raise ApiError(
+                        403,
+                        "Forbidden",
+                        f'{kind.resource} "{name}" is forbidden: PriorityClass {other} is '
+                        "already marked as default. Only one default can exist",
+                        details=_details(kind, name),
+                    )
 
     def _check_type(self, kind: Kind, obj: dict) -> None:
         if obj.get("apiVersion") not in (None, kind.api_version) or obj.get("kind") not in (
@@ -851,9 +1084,20 @@ class FakeKubeApi:
                 raise not_found(BY_KIND["Namespace"], ns)
 
     def _server_fields(self, kind: Kind, obj: dict, old: dict | None) -> None:
-        """Defaults and status handling the real server applies on create/update."""
-        if kind.kind == "PriorityClass":
-            obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+        """Defaults, mutating webhooks and status handling the real server applies on
+        create/update (see defaults.py and volcano.py for the upstream functions)."""
+        defaults.apply(kind.kind, obj)
+        if old is None and kind.kind == "Queue":
+            # mutatequeue.volcano.sh (CREATE): a JSON patch the API server applies
+            patched = json_patch(obj, volcano.mutate_queue(obj))
+            obj.clear()
+            obj.update(patched)
+        if old is None and kind.kind == "PodGroup":
+            # mutatepodgroup.volcano.sh (CREATE): route by the namespace annotation
+            ns = self.store.get("Namespace", "", obj["metadata"].get("namespace") or "")
+            patched = json_patch(obj, volcano.mutate_podgroup(obj, ns))
+            obj.clear()
+            obj.update(patched)
         if kind.status_subresource:
             if old is not None:
                 if "status" in old:
@@ -883,6 +1127,8 @@ class FakeKubeApi:
         if not meta.get("name") and meta.get("generateName"):
             suffix = "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
             meta["name"] = meta["generateName"] + suffix
+        if kind.namespaced and not meta.get("namespace"):
+            meta["namespace"] = ns  # (admission sees the request's namespace)
         self._server_fields(kind, obj, None)
         self._validate(kind, obj, None, query)
         with self.store.lock:
@@ -1042,13 +1288,17 @@ class FakeKubeApi:
         ns: str,
         name: str,
         content_type: str,
-        patch: dict,
+        patch: Any,
         query: dict[str, str],
-        h: _Handler,
+        h: _Handler | None,
         dry_run: bool,
     ) -> dict:
-        if content_type not in (MERGE, STRATEGIC) or (kind.custom and content_type == STRATEGIC):
-            accepted = [MERGE, APPLY] if kind.custom else [MERGE, STRATEGIC, APPLY]
+        if content_type not in (MERGE, STRATEGIC, JSON_PATCH) or (
+            kind.custom and content_type == STRATEGIC
+        ):
+            accepted = [JSON_PATCH, MERGE, APPLY]
+            if not kind.custom:
+                accepted.insert(2, STRATEGIC)
             raise ApiError(
                 415,
                 "UnsupportedMediaType",
@@ -1057,6 +1307,13 @@ class FakeKubeApi:
             )
         with self.store.lock:
             old = self._existing(kind, ns, name)
+            if content_type == JSON_PATCH:
+                new = json_patch(old, patch)
+                if not isinstance(new, dict):
+                    raise bad_request("the JSON patch must leave an object")
+                new.setdefault("metadata", {})
+                self._check_type(kind, new)
+                return self._replace(kind, old, new, query, h, dry_run)
             rv = (patch.get("metadata") or {}).get("resourceVersion")
             if rv is not None and rv != old["metadata"]["resourceVersion"]:
                 raise self._conflict(kind, name)
@@ -1172,6 +1429,15 @@ class FakeKubeApi:
     def _delete(self, kind: Kind, ns: str, name: str, dry_run: bool) -> dict:
         with self.store.lock:
             obj = self._existing(kind, ns, name)
+            if kind.kind == "Queue":
+                try:
+                    volcano.validate_queue_delete(name, self._queues())
+                except volcano.Denied as e:
+                    raise ApiError(
+                        400,
+                        "BadRequest",
+                        f'admission webhook "validatequeue.volcano.sh" denied the request: {e}',
+                    ) from None
             if not dry_run:
                 self.store.remove(kind.kind, ns, name)
                 if kind.kind == "Namespace":

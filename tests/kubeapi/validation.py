@@ -354,7 +354,12 @@ _LIMIT_TYPES = ["Pod", "Container", "PersistentVolumeClaim"]
 _LIMIT_KEYS = ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio")
 
 
+# IsOvercommitAllowed (pkg/apis/core/helper/helpers.go): native resources except hugepages.
+_OVERCOMMITTABLE = frozenset({"cpu", "memory", "ephemeral-storage", "storage"})
+
+
 def _limit_range(obj: dict, **_: Any) -> list[Cause]:
+    """``pkg/apis/core/validation/validation.go`` ``ValidateLimitRange``."""
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return [required("spec")]
@@ -362,6 +367,7 @@ def _limit_range(obj: dict, **_: Any) -> list[Cause]:
     limits = spec.get("limits")
     if not isinstance(limits, list):
         return [*causes, required("spec.limits")]
+    seen_types: set[Any] = set()
     for i, item in enumerate(limits):
         base = f"spec.limits[{i}]"
         if not isinstance(item, dict):
@@ -370,6 +376,21 @@ def _limit_range(obj: dict, **_: Any) -> list[Cause]:
         causes += _dict_keys(base, item, {"type", *_LIMIT_KEYS})
         if item.get("type") not in _LIMIT_TYPES:
             causes.append(unsupported(f"{base}.type", item.get("type"), _LIMIT_TYPES))
+        if item.get("type") in seen_types:
+            causes.append(
+                {
+                    "reason": "FieldValueDuplicate",
+                    "message": f"Duplicate value: {_fmt(item.get('type'))}",
+                    "field": f"{base}.type",
+                }
+            )
+        seen_types.add(item.get("type"))
+        if item.get("type") == "Pod":
+            for key in ("default", "defaultRequest"):
+                if item.get(key):
+                    causes.append(
+                        forbidden(f"{base}.{key}", "may not be specified when `type` is 'Pod'")
+                    )
         parsed: dict[str, dict[str, Decimal]] = {}
         for key in _LIMIT_KEYS:
             values = item.get(key) or {}
@@ -410,6 +431,18 @@ def _limit_range(obj: dict, **_: Any) -> list[Cause]:
                             text.format(item[low][res], item[high][res]),
                         )
                     )
+            # "for GPU, hugepages and other resources that are not allowed to overcommit, the
+            # default value and defaultRequest value must match if both are specified"
+            d, dr = q["default"], q["defaultRequest"]
+            if res not in _OVERCOMMITTABLE and d is not None and dr is not None and d != dr:
+                causes.append(
+                    invalid(
+                        f"{base}.defaultRequest[{res}]",
+                        item["defaultRequest"][res],
+                        f"default value {item['default'][res]} must equal to defaultRequest "
+                        f"value {item['defaultRequest'][res]} in {res}",
+                    )
+                )
     return causes
 
 
@@ -569,10 +602,14 @@ def crd_schema(filename: str, version: str) -> dict:
 
 
 @functools.cache
-def _queue_validator() -> jsonschema.Validator:
-    schema = _structural(crd_schema("scheduling.volcano.sh_queues.yaml", "v1beta1"))
+def _crd_validator(filename: str, version: str) -> jsonschema.Validator:
+    schema = _structural(crd_schema(filename, version))
     # metadata is validated by _metadata(); the CRD only says "type: object".
     return jsonschema.Draft7Validator(schema)
+
+
+def _queue_validator() -> jsonschema.Validator:
+    return _crd_validator("scheduling.volcano.sh_queues.yaml", "v1beta1")
 
 
 def apply_defaults(schema: dict, value: Any) -> None:
@@ -597,10 +634,12 @@ def _path(parts: Any) -> str:
     return out
 
 
-def _queue(obj: dict, **_: Any) -> list[Cause]:
-    apply_defaults(crd_schema("scheduling.volcano.sh_queues.yaml", "v1beta1"), obj)
+def _crd_causes(obj: dict, filename: str, version: str) -> list[Cause]:
+    """Structural defaulting, then the CRD's OpenAPI schema (apiextensions-apiserver)."""
+    apply_defaults(crd_schema(filename, version), obj)
     causes: list[Cause] = []
-    for error in sorted(_queue_validator().iter_errors(obj), key=lambda e: list(e.path)):
+    validator = _crd_validator(filename, version)
+    for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.path)):
         field = _path(error.absolute_path)
         if error.validator == "additionalProperties":
             for extra in sorted(set(error.instance) - set(error.schema.get("properties", {}))):
@@ -611,6 +650,15 @@ def _queue(obj: dict, **_: Any) -> list[Cause]:
             causes.append(unsupported(field, error.instance, list(error.validator_value)))
         else:
             causes.append(invalid(field, error.instance, f"{field} in body {error.message}"))
+    return causes
+
+
+def _podgroup(obj: dict, **_: Any) -> list[Cause]:
+    return _crd_causes(obj, "scheduling.volcano.sh_podgroups.yaml", "v1beta1")
+
+
+def _queue(obj: dict, **_: Any) -> list[Cause]:
+    causes = _crd_causes(obj, "scheduling.volcano.sh_queues.yaml", "v1beta1")
     for name in ("capability", "deserved"):
         causes += _queue_quantities(obj, ("spec", name))
     causes += _queue_quantities(obj, ("spec", "guarantee", "resource"))
@@ -638,6 +686,7 @@ _KIND_CHECKS = {
     "RoleBinding": _role_binding,
     "PriorityClass": _priority_class,
     "Queue": _queue,
+    "PodGroup": _podgroup,
 }
 
 
@@ -645,6 +694,10 @@ def _immutable(kind: Kind, new: dict, old: dict) -> list[Cause]:
     causes = []
     if kind.kind == "RoleBinding" and new.get("roleRef") != old.get("roleRef"):
         causes.append(invalid("roleRef", new.get("roleRef"), "cannot change roleRef"))
-    if kind.kind == "PriorityClass" and new.get("value") != old.get("value"):
-        causes.append(invalid("value", new.get("value"), "field is immutable"))
+    # pkg/apis/scheduling/validation/validation.go ValidatePriorityClassUpdate: value and
+    # preemptionPolicy are immutable.
+    if kind.kind == "PriorityClass":
+        for field in ("value", "preemptionPolicy"):
+            if new.get(field) != old.get(field):
+                causes.append(invalid(field, new.get(field), "field is immutable"))
     return causes

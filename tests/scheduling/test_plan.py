@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import copy
+import json
 from decimal import Decimal
 
 import pytest
 from kubernetes.utils import parse_quantity
 
-from scheduling.domain.plan import Change, FieldDiff, diff_object, plan, render_diff
+from scheduling.domain.plan import (
+    Change,
+    FieldDiff,
+    diff_object,
+    field_leaves,
+    fields_v1_leaves,
+    plan,
+    render_diff,
+)
 from scheduling.domain.render import render
 from scheduling.domain.types import ClusterSpec, MemberSpec, NamespaceSpec, TeamSpec, TierSpec
 
@@ -59,6 +68,16 @@ def server_side(obj: dict, **metadata) -> dict:
     )
     live["status"] = {"hard": {"requests.cpu": "1"}, "used": {"requests.cpu": "0"}}
     return live
+
+
+def fields_v1(obj: dict) -> dict:
+    """A ``fieldsV1`` tree owning every leaf of ``obj`` (what its applier would own)."""
+    tree: dict = {}
+    for path in field_leaves(obj):
+        node = tree
+        for part in path:
+            node = node.setdefault(f"f:{part}", {})
+    return tree
 
 
 def run(desired, live, **kwargs) -> list[Change]:
@@ -160,7 +179,9 @@ def test_limit_range_quantities_are_compared_semantically_too():
         "spec": {"limits": [item]},
     }
     live = server_side(desired)
+    # As stored: SetDefaults_LimitRangeItem copied default into defaultRequest.
     live["spec"]["limits"][0]["default"] = {"cpu": "1000m", "memory": "1024Mi"}
+    live["spec"]["limits"][0]["defaultRequest"] = {"cpu": "1", "memory": "1Gi"}
     assert ops(run([desired], [live])) == [("unchanged", "LimitRange", "team-a", "fairshare")]
 
 
@@ -232,8 +253,12 @@ def test_an_unlabelled_live_object_we_desire_is_adopted_by_an_update():
         ({}, {"guarantee": {"resource": {}}}, []),
     ],
 )
-def test_owned_fields_are_compared_whole(live_spec, desired_spec, diff):
+def test_fields_we_applied_before_are_compared_key_by_key(live_spec, desired_spec, diff):
     live = server_side(queue("team-a", **live_spec))
+    # We applied everything the live object has (our managedFields entry says so).
+    live["metadata"]["managedFields"].append(
+        {"manager": "fairshare", "operation": "Apply", "fieldsV1": fields_v1(live)}
+    )
     desired = queue("team-a", **desired_spec)
     assert list(diff_object(desired, live, parse_quantity=parse_quantity)) == diff
 
@@ -311,9 +336,28 @@ def test_changing_a_priority_class_value_needs_a_replace(live_value, desired_val
 # ---------------------------------------------------------------- namespaces and ordering
 
 
-def test_namespaces_are_never_pruned_by_default():
-    live = [server_side(namespace("gone")), server_side(quota({"requests.cpu": "1"}, "gone"))]
-    assert ops(run([], live)) == [("prune", "ResourceQuota", "gone", "fairshare")]
+def test_namespaces_are_never_pruned_by_default_but_released():
+    gone = server_side(namespace("gone"))
+    gone["metadata"]["annotations"] = {"scheduling.volcano.sh/queue-name": "team-a"}
+    gone["metadata"]["managedFields"].append(
+        {"manager": "fairshare", "operation": "Apply", "fieldsV1": fields_v1(gone)}
+    )
+    live = [gone, server_side(quota({"requests.cpu": "1"}, "gone"))]
+
+    changes = run([], live)
+
+    assert ops(changes) == [
+        ("update", "Namespace", None, "gone"),
+        ("prune", "ResourceQuota", "gone", "fairshare"),
+    ]
+    # Released: an empty apply removes what we applied, the routing to a queue that is gone.
+    release = changes[0]
+    assert release.body == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gone"}}
+    assert release.diff == (
+        FieldDiff("metadata.annotations.scheduling.volcano.sh/queue-name", "team-a", None),
+        FieldDiff("metadata.labels.app.kubernetes.io/managed-by", "fairshare", None),
+        FieldDiff("metadata.labels.fairshare.io/team", "team-a", None),
+    )
 
 
 def test_namespaces_are_pruned_when_asked_after_their_contents():
@@ -449,3 +493,108 @@ def test_a_rendered_model_plans_as_all_creates_in_render_order():
 )
 def test_render_diff_reads_like_a_changelog(change, text):
     assert render_diff(change) == text
+
+
+# ---------------------------------------------------------------- what a real server adds
+
+
+def test_server_filled_queue_fields_are_not_differences():
+    desired = queue("ai-research", capability={"nvidia.com/gpu": "208"})
+    live = server_side(desired)
+    # Volcano's controller (parent: root), the CRD default (dequeueStrategy) and the
+    # controller's annotation, all owned by someone else.
+    live["spec"].update(parent="root", dequeueStrategy="traverse")
+    live["metadata"]["annotations"] = {"volcano.sh/closed-by-parent": "false"}
+    live["metadata"]["managedFields"] = [
+        {"manager": "fairshare", "operation": "Apply", "fieldsV1": fields_v1(desired)},
+        {
+            "manager": "queue-controller",
+            "operation": "Update",
+            "fieldsV1": {"f:spec": {"f:parent": {}}},
+        },
+    ]
+
+    assert diff_object(desired, live, parse_quantity=parse_quantity) == ()
+
+
+def test_another_managers_key_in_a_map_we_set_is_theirs():
+    desired = quota({"requests.cpu": "8"})
+    live = server_side(quota({"requests.cpu": "8", "count/pods": "100"}))
+    live["metadata"]["managedFields"] = [
+        {"manager": "fairshare", "operation": "Apply", "fieldsV1": fields_v1(desired)},
+        {
+            "manager": "kubectl",
+            "operation": "Apply",
+            "fieldsV1": {"f:spec": {"f:hard": {"f:count/pods": {}}}},
+        },
+    ]
+
+    assert diff_object(desired, live, parse_quantity=parse_quantity) == ()
+
+
+def test_a_key_we_applied_and_another_manager_also_owns_is_left_to_them():
+    desired = quota({"requests.cpu": "8"})
+    live = server_side(quota({"requests.cpu": "8", "requests.memory": "1Gi"}))
+    owned = {"f:spec": {"f:hard": {"f:requests.cpu": {}, "f:requests.memory": {}}}}
+    live["metadata"]["managedFields"] = [
+        {"manager": "fairshare", "operation": "Apply", "fieldsV1": owned},
+        {
+            "manager": "kubectl",
+            "operation": "Apply",
+            "fieldsV1": {"f:spec": {"f:hard": {"f:requests.memory": {}}}},
+        },
+    ]
+
+    # apply would only drop our ownership, not the value: nothing to write for it
+    assert diff_object(desired, live, parse_quantity=parse_quantity) == ()
+
+
+def test_api_server_defaults_of_fields_we_set_are_not_differences():
+    item = {"type": "Container", "max": {"nvidia.com/gpu": "8"}}
+    desired = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "fairshare", "namespace": "team-a", "labels": OURS},
+        "spec": {"limits": [item]},
+    }
+    live = server_side(desired)
+    live["spec"]["limits"][0].update(
+        default={"nvidia.com/gpu": "8"}, defaultRequest={"nvidia.com/gpu": "8"}
+    )
+
+    assert diff_object(desired, live, parse_quantity=parse_quantity) == ()
+
+
+def test_without_managed_fields_the_last_applied_annotation_says_what_we_set():
+    previous = queue("team-a", capability={"cpu": "8", "nvidia.com/gpu": "4"})
+    live = server_side(previous)
+    live["metadata"]["managedFields"] = []
+    live["metadata"]["annotations"] = {"fairshare.io/last-applied": json.dumps(previous)}
+    desired = queue("team-a", capability={"cpu": "8"})
+
+    assert diff_object(desired, live, parse_quantity=parse_quantity) == ()
+    assert diff_object(
+        desired,
+        live,
+        parse_quantity=parse_quantity,
+        last_applied_annotation="fairshare.io/last-applied",
+    ) == (FieldDiff("spec.capability.nvidia.com/gpu", "4", None),)
+
+
+def test_field_leaves_are_per_map_key_with_atomic_lists_whole():
+    binding = {
+        "kind": "RoleBinding",
+        "metadata": {"name": "b", "labels": {"a": "1"}, "annotations": {"x": "y"}},
+        "roleRef": {"kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": "alice"}],
+    }
+    assert field_leaves(binding) == {
+        ("metadata", "labels", "a"),
+        ("metadata", "annotations", "x"),
+        ("roleRef", "kind"),
+        ("roleRef", "name"),
+        ("subjects",),
+    }
+    assert fields_v1_leaves(
+        {"f:spec": {"f:hard": {"f:requests.cpu": {}}, "f:limits": {'k:{"type":"Pod"}': {}}}}
+    ) == {("spec", "hard", "requests.cpu"), ("spec", "limits")}

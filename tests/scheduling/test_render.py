@@ -17,9 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes.utils import parse_quantity
 
+from scheduling.domain.plan import server_defaults
 from scheduling.domain.render import (
     deserved_amounts,
     file_name,
+    limit_range_item,
     object_key,
     object_name,
     render,
@@ -32,6 +34,7 @@ from scheduling.domain.types import (
     TeamSpec,
     TierSpec,
 )
+from tests.kubeapi import volcano
 
 D = Decimal
 QUEUE_CRD = Path(__file__).parents[1] / "kubeapi" / "scheduling.volcano.sh_queues.yaml"
@@ -185,6 +188,8 @@ def test_the_namespace_has_user_labels_and_ownership_labels():
                 "fairshare.io/team": "research",
                 "fairshare.io/tier": "production",
             },
+            # Volcano's PodGroup webhook routes the namespace's workloads to this queue.
+            "annotations": {"scheduling.volcano.sh/queue-name": "research"},
         },
     }
 
@@ -211,8 +216,10 @@ def test_the_limit_range_has_container_defaults_and_maxima():
             "limits": [
                 {
                     "type": "Container",
-                    "default": {"cpu": "2", "memory": "4Gi"},
-                    "defaultRequest": {"cpu": "500m", "memory": "1Gi"},
+                    # Explicit zero GPU defaults: without them the API server would copy the
+                    # max (8) into default and defaultRequest, giving every container 8 GPUs.
+                    "default": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "0"},
+                    "defaultRequest": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "0"},
                     "max": {"nvidia.com/gpu": "8"},
                 }
             ]
@@ -521,10 +528,11 @@ def test_object_name_rejects_what_it_does_not_render(args):
 def test_file_names_are_stable_and_unique():
     names = [file_name(obj) for obj in render(RESEARCH)]
     assert len(set(names)) == len(names)
+    # Lexical order is apply order: cluster objects, then each Namespace before its contents.
     assert sorted(names)[:6] == [
         "cluster/priorityclass-production.yaml",
-        "cluster/queue-research.yaml",
-        "namespaces/research-dev/namespace-research-dev.yaml",
+        "cluster/queue-0-research.yaml",
+        "namespaces/research-dev/00-namespace-research-dev.yaml",
         "namespaces/research-dev/resourcequota-fairshare.yaml",
         "namespaces/research-dev/rolebinding-fairshare-lead.yaml",
         "namespaces/research-dev/rolebinding-fairshare-member.yaml",
@@ -633,3 +641,202 @@ def test_the_renderer_and_planner_import_neither_django_nor_kubernetes():
     )
     root = Path(__file__).parents[2]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
+
+
+# ---------------------------------------------------------------- upstream semantics
+
+
+def test_no_gpu_is_defaulted_onto_a_container_that_names_none():
+    item = limit_range_item(LimitSpec(max={"nvidia.com/gpu": D(8), "cpu": D(16)}))
+
+    # Extended resources: explicit zero defaults. cpu: what Kubernetes would default anyway.
+    assert item == {
+        "type": "Container",
+        "default": {"cpu": "16", "nvidia.com/gpu": "0"},
+        "defaultRequest": {"cpu": "16", "nvidia.com/gpu": "0"},
+        "max": {"cpu": "16", "nvidia.com/gpu": "8"},
+    }
+
+
+LIMIT_AMOUNTS = st.dictionaries(
+    st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]),
+    st.integers(min_value=1, max_value=16).map(D),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(maximum=LIMIT_AMOUNTS, request=LIMIT_AMOUNTS)
+def test_the_limit_range_is_a_fixed_point_of_the_api_servers_defaulting(maximum, request):
+    request = {r: min(v, maximum.get(r, v)) for r, v in request.items()}
+    limits = {r: v for r, v in request.items()}  # non-overcommittable: request == limit
+    spec = LimitSpec(default_request=request, default_limit=limits, max=maximum)
+    item = limit_range_item(spec)
+
+    defaulted = server_defaults({"kind": "LimitRange", "spec": {"limits": [copy.deepcopy(item)]}})[
+        "spec"
+    ]["limits"][0]
+    assert defaulted == item
+    for resource in maximum.keys() - request.keys():
+        if "/" in resource:
+            assert item["default"][resource] == "0"
+
+
+def test_a_departments_own_namespaces_route_to_its_own_leaf_queue():
+    spec = cluster(
+        [
+            team(
+                "ai",
+                is_department=True,
+                guarantee={"nvidia.com/gpu": D(10)},
+                limit={"nvidia.com/gpu": D(40)},
+                deserved={"nvidia.com/gpu": D(30)},
+            ),
+            team(
+                "nlp",
+                parent="ai",
+                guarantee={"nvidia.com/gpu": D(4)},
+                deserved={"nvidia.com/gpu": D(12)},
+            ),
+        ],
+        [NamespaceSpec("ai-shared", "ai"), NamespaceSpec("nlp", "nlp")],
+    )
+    objects = render(spec)
+    queues = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "Queue"}
+
+    routes = {
+        o["metadata"]["name"]: o["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"]
+        for o in objects
+        if o["kind"] == "Namespace"
+    }
+    assert routes == {"ai-shared": "ai.own", "nlp": "nlp"}
+    assert queues["ai.own"] == {
+        "weight": 1,
+        "reclaimable": True,
+        "capability": {"nvidia.com/gpu": "40"},
+        "guarantee": {"resource": {"nvidia.com/gpu": "6"}},  # 10 less the team's 4
+        "deserved": {"nvidia.com/gpu": "18"},  # 30 less the team's 12
+        "parent": "ai",
+    }
+    assert list(queues) == ["ai", "ai.own", "nlp"]  # parents first
+
+
+def test_a_department_guarantee_is_derived_from_its_teams():
+    spec = cluster(
+        [
+            team("ai", is_department=True, guarantee={"cpu": D(8)}),
+            team("a", parent="ai", guarantee={"cpu": D(6), "nvidia.com/gpu": D(2)}),
+            team("b", parent="ai", guarantee={"cpu": D(6)}),
+        ]
+    )
+    ai = find(render(spec), "Queue", name="ai")["spec"]
+
+    assert ai["guarantee"] == {"resource": {"cpu": "12", "nvidia.com/gpu": "2"}}
+    assert ai["deserved"] == {"cpu": "12", "nvidia.com/gpu": "2"}
+
+
+def test_children_that_want_more_than_their_department_share_its_deserved():
+    spec = cluster(
+        [
+            team(
+                "ai",
+                is_department=True,
+                limit={"nvidia.com/gpu": D(20)},
+                deserved={"nvidia.com/gpu": D(20)},
+            ),
+            team(
+                "a",
+                parent="ai",
+                guarantee={"nvidia.com/gpu": D(4)},
+                deserved={"nvidia.com/gpu": D(20)},
+            ),
+            team(
+                "b",
+                parent="ai",
+                guarantee={"nvidia.com/gpu": D(2)},
+                deserved={"nvidia.com/gpu": D(10)},
+            ),
+        ]
+    )
+    queues = {o["metadata"]["name"]: o["spec"] for o in render(spec) if o["kind"] == "Queue"}
+
+    # 30 wanted under 20: each keeps its guarantee, the 14 left go 16:8 → 9 and 4 (floored).
+    assert queues["a"]["deserved"] == {"nvidia.com/gpu": "13"}
+    assert queues["b"]["deserved"] == {"nvidia.com/gpu": "6"}
+
+
+@pytest.mark.parametrize(
+    ("teams", "message"),
+    [
+        (
+            [
+                team("ai", is_department=True, limit={"cpu": D(8)}),
+                team("a", parent="ai", limit={"cpu": D(16)}),
+            ],
+            "team a: its cpu limit 16 is over the 8 limit of department ai",
+        ),
+        (
+            [
+                team("ai", is_department=True, limit={"cpu": D(8)}),
+                team("a", parent="ai", guarantee={"cpu": D(6)}),
+                team("b", parent="ai", guarantee={"cpu": D(6)}),
+            ],
+            "team ai: guarantees for cpu total 12 (its own and its teams'), over its 8 limit",
+        ),
+    ],
+)
+def test_hierarchies_no_fitting_can_repair_are_refused(teams, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        render(cluster(teams))
+
+
+HIERARCHY_AMOUNTS = st.dictionaries(
+    st.sampled_from(["cpu", "nvidia.com/gpu"]), st.integers(min_value=0, max_value=50).map(D)
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    data=st.data(),
+    children=st.integers(min_value=1, max_value=3),
+    own_namespace=st.booleans(),
+)
+def test_rendered_hierarchies_always_pass_volcanos_webhook(data, children, own_namespace):
+    kids = []
+    for i in range(children):
+        guarantee = data.draw(HIERARCHY_AMOUNTS)
+        extra = data.draw(HIERARCHY_AMOUNTS)
+        kids.append(
+            team(
+                f"t{i}",
+                parent="ai",
+                guarantee=guarantee,
+                limit={r: guarantee.get(r, D(0)) + extra[r] for r in extra},
+                deserved=data.draw(HIERARCHY_AMOUNTS),
+            )
+        )
+    total = {r: sum(k.guarantee.get(r, D(0)) for k in kids) for r in ("cpu", "nvidia.com/gpu")}
+    headroom = data.draw(HIERARCHY_AMOUNTS)
+    dept_limit = {
+        r: max([total[r], *(k.limit.get(r, D(0)) for k in kids)]) + headroom[r] for r in headroom
+    }
+    wanted = data.draw(HIERARCHY_AMOUNTS)
+    dept = team(
+        "ai",
+        is_department=True,
+        guarantee={r: min(v, dept_limit.get(r, v)) for r, v in wanted.items()},
+        limit=dept_limit,
+        deserved=data.draw(HIERARCHY_AMOUNTS),
+    )
+    namespaces = [NamespaceSpec("ai-own", "ai")] if own_namespace else []
+    queues = [o for o in render(cluster([dept, *kids], namespaces)) if o["kind"] == "Queue"]
+
+    # Created parents first through Volcano's webhook (imitated): every one admitted.
+    store: dict = {}
+    for obj in queues:
+        stored = copy.deepcopy(obj)
+        stored["spec"].setdefault("parent", "root")
+        volcano.validate_queue(stored, None, store)
+        store[obj["metadata"]["name"]] = stored
+    # and each one still passes with all the others in place (as on an update)
+    for name, obj in store.items():
+        volcano.validate_queue(obj, obj, {n: q for n, q in store.items() if n != name} | {})

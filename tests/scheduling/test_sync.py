@@ -110,7 +110,9 @@ def test_second_sync_issues_no_writes_and_one_list_per_kind(cast, cluster):
     assert {kind: cluster.counts[("list", kind)] for kind in MANAGED_KINDS} == dict.fromkeys(
         MANAGED_KINDS, 1
     )
-    assert sum(cluster.counts.values()) == len(MANAGED_KINDS)
+    # ... plus one read of Volcano's scheduler configuration (absent here: no warning)
+    assert cluster.counts[("get", "ConfigMap")] == 1
+    assert sum(cluster.counts.values()) == len(MANAGED_KINDS) + 1
     assert run.unchanged_count == run.items.count() == 16
     assert run.created_count == run.updated_count == run.drift_count == 0
     assert AuditEvent.objects.filter(verb="sync").count() == 1  # the first sync only
@@ -511,3 +513,46 @@ def test_without_redis_the_database_claim_keeps_syncs_single_flight(kubeapi, set
 
     SyncRun.objects.filter(pk=running.pk).update(status=SyncStatus.SUCCEEDED)
     assert sync_now().status == SyncStatus.SUCCEEDED
+
+
+# --------------------------------------------------------------------------- scheduler config
+
+
+def test_a_sync_warns_when_the_live_scheduler_configuration_lacks_capacity(cast, cluster):
+    cluster.put_object({"kind": "Namespace", "metadata": {"name": "volcano-system"}})
+    chart_default = (
+        'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n  - name: priority\n'
+        "  - name: gang\n- plugins:\n  - name: drf\n  - name: proportion\n"
+    )
+    cluster.put_object(
+        {
+            "kind": "ConfigMap",
+            "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+            "data": {"volcano-scheduler.conf": chart_default},
+        }
+    )
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.SUCCEEDED
+    assert (
+        "Warning: Volcano scheduler configuration volcano-system/volcano-scheduler-configmap: "
+        "the capacity plugin is not enabled (plugins: drf, gang, priority, proportion)"
+    ) in run.log
+
+
+def test_no_warning_with_the_shipped_scheduler_configuration(cast, cluster):
+    from pathlib import Path
+
+    import yaml
+
+    shipped = yaml.safe_load(
+        (Path(__file__).parents[2] / "deploy/volcano/volcano-scheduler-configmap.yaml").read_text()
+    )
+    cluster.put_object({"kind": "Namespace", "metadata": {"name": "volcano-system"}})
+    cluster.put_object(shipped)
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.SUCCEEDED
+    assert "Warning" not in run.log

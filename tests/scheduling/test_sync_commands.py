@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from quotas.models import Namespace, Team, TeamQuota
 from scheduling.choices import SyncStatus
 from scheduling.desired import build_cluster_spec
-from scheduling.domain.render import file_name, render
+from scheduling.domain.render import file_name, queue_depths, render
 from scheduling.models import SyncRun
 from tests.base import GPU
 
@@ -102,8 +102,13 @@ def test_export_writes_one_yaml_file_per_object(cast, tmp_path):
 
     files = tree(tmp_path)
     manifests = render(build_cluster_spec())
-    assert set(files) == {file_name(m) for m in manifests} | {".fairshare-export"}
-    assert "cluster/queue-team-a.yaml" in files
+    depths = queue_depths(manifests)
+    names = {file_name(m, depths.get(m["metadata"]["name"], 0)) for m in manifests}
+    assert set(files) == names | {".fairshare-export"}
+    # Parents before children, Namespaces before their contents (kubectl's lexical walk).
+    assert "cluster/queue-0-dept-x.yaml" in files
+    assert "cluster/queue-1-team-a.yaml" in files
+    assert "namespaces/team-a-ml/00-namespace-team-a-ml.yaml" in files
     assert "namespaces/team-a-ml/resourcequota-fairshare.yaml" in files
     quota = yaml.safe_load(files["namespaces/team-a-ml/resourcequota-fairshare.yaml"])
     assert quota["spec"]["hard"] == {f"requests.{GPU}": "40"}
@@ -132,12 +137,12 @@ def test_export_removes_its_stale_files_and_never_others(cast, tmp_path):
     output = run_command("export_manifests", "--out", str(tmp_path))
 
     files = tree(tmp_path)
-    assert "cluster/queue-team-a.yaml" not in files
+    assert "cluster/queue-1-team-a.yaml" not in files
     assert "namespaces/team-a-ml/resourcequota-fairshare.yaml" not in files
     assert files["namespaces/team-a-ml/NOTES.md"] == b"hand-written"
     assert files["kustomization.yaml"] == b"resources: []\n"
     assert not (tmp_path / "namespaces" / "team-b-extra").exists()
-    assert "cluster/queue-team-b.yaml" in files
+    assert "cluster/queue-1-team-b.yaml" in files
     assert "removed" in output and " 0 removed" not in output
 
 

@@ -1,4 +1,10 @@
-"""``manage.py export_manifests --out DIR``: the desired state as YAML files, for GitOps."""
+"""``manage.py export_manifests --out DIR``: the desired state as YAML files, for GitOps.
+
+The layout (``render.file_name``) lets ``kubectl apply --server-side -R -f DIR`` apply it in one
+pass: kubectl walks the tree in lexical order, so cluster-scoped objects (``cluster/``:
+PriorityClasses, then Queues numbered by depth, parents first) come before ``namespaces/<ns>/``,
+where the Namespace (``00-namespace-<ns>.yaml``) comes before what lives in it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ import yaml
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduling.desired import build_cluster_spec
-from scheduling.domain.render import file_name, render
+from scheduling.domain.render import file_name, queue_depths, render
 
 MARKER = ".fairshare-export"
 _MARKER_HEADER = (
@@ -45,7 +51,8 @@ class Command(BaseCommand):
             manifests = render(build_cluster_spec())
         except ValueError as e:
             raise CommandError(f"cannot render the desired state: {e}") from e
-        files = {file_name(m): _dump(m) for m in manifests}
+        depths = queue_depths(manifests)
+        files = {file_name(m, depths.get(m["metadata"]["name"], 0)): _dump(m) for m in manifests}
         previous = self._previous(root / MARKER)
         written = unchanged = 0
         for relative in sorted(files):

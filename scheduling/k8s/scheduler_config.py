@@ -1,0 +1,100 @@
+"""Reading and checking the live Volcano scheduler configuration.
+
+Volcano's scheduler reads its configuration from a ConfigMap (``volcano-system/
+volcano-scheduler-configmap`` in the Helm chart, key ``volcano-scheduler.conf``): a YAML
+document with ``actions`` and ``tiers`` of ``plugins``. Fairshare writes its DRF allocation into
+each Queue's ``deserved`` and builds department hierarchies with ``parent``; only the
+``capacity`` plugin reads those (``pkg/scheduler/plugins/capacity/capacity.go``, hierarchy with
+``enableHierarchy: true``: the YAML key of ``EnabledHierarchy`` in
+``pkg/scheduler/conf/scheduler_conf.go``). The default configuration uses ``proportion``
+(``pkg/scheduler/plugins/proportion/proportion.go``), which computes its own deserved from
+``weight`` and ignores ``deserved`` and ``parent``. ``deploy/volcano/`` ships the configuration
+Fairshare expects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s_client
+
+from .client import request_json
+from .errors import K8sNotFound, K8sPermanent
+
+__all__ = ["CONFIG_KEY", "read_scheduler_config", "scheduler_config_warnings"]
+
+CONFIG_KEY = "volcano-scheduler.conf"
+
+
+def read_scheduler_config(
+    api_client: k8s_client.ApiClient, namespace: str, name: str
+) -> str | None:
+    """The scheduler configuration text, or None when the ConfigMap is absent or unreadable
+    (not found, forbidden) or has no ``volcano-scheduler.conf`` key. Other errors propagate."""
+    try:
+        configmap = request_json(
+            api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}"
+        )
+    except K8sNotFound:
+        return None
+    except K8sPermanent as e:
+        if e.status in (401, 403, 404):
+            return None
+        raise
+    text = (configmap.get("data") or {}).get(CONFIG_KEY)
+    return text if isinstance(text, str) else None
+
+
+def _plugins(config: Any) -> list[dict[str, Any]]:
+    plugins: list[dict[str, Any]] = []
+    for tier in (config or {}).get("tiers") or ():
+        for plugin in (tier or {}).get("plugins") or ():
+            if isinstance(plugin, dict):
+                plugins.append(plugin)
+    return plugins
+
+
+def scheduler_config_warnings(text: str, *, hierarchy: bool = False) -> list[str]:
+    """What is wrong with ``text`` for Fairshare (empty: nothing).
+
+    1. unparseable → one warning saying so;
+    2. no ``capacity`` plugin → the Queues' ``deserved`` (the DRF allocation) and ``parent``
+       (departments) have no effect;
+    3. ``proportion`` enabled as well → the two plugins both compute deserved shares (Volcano
+       documents them as alternatives);
+    4. departments (``hierarchy``) but ``capacity`` without ``enableHierarchy: true`` → the
+       department Queues are ignored (``enabledHierarchy``, the Go field's name, is not the
+       YAML key and is ignored by Volcano: said so).
+    """
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        return [f"it is not valid YAML ({e})"]
+    if not isinstance(config, dict):
+        return ["it is not a YAML mapping with actions and tiers"]
+    plugins = {str(p.get("name")): p for p in _plugins(config)}
+    warnings: list[str] = []
+    capacity = plugins.get("capacity")
+    if capacity is None:
+        names = ", ".join(sorted(plugins)) or "none"
+        warnings.append(
+            "the capacity plugin is not enabled (plugins: "
+            f"{names}), so the Queues' deserved amounts (Fairshare's DRF allocation) and "
+            "their parents (departments) have no effect; see deploy/volcano/"
+        )
+    if "proportion" in plugins and capacity is not None:
+        warnings.append(
+            "both the proportion and the capacity plugin are enabled; use capacity only"
+        )
+    if hierarchy and capacity is not None and capacity.get("enableHierarchy") is not True:
+        hint = (
+            " (the key is enableHierarchy; Volcano ignores enabledHierarchy)"
+            if "enabledHierarchy" in capacity
+            else ""
+        )
+        warnings.append(
+            "the capacity plugin runs without enableHierarchy: true, so department Queues "
+            f"(spec.parent) are ignored{hint}"
+        )
+    return warnings
