@@ -31,6 +31,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, UserRateThrottle
 
+from config.net import client_ip
 from monitoring.domain.chargeback import ChargebackError
 from monitoring.exceptions import DomainError as MonitoringDomainError
 from quotas import exceptions as quota_errors
@@ -158,7 +159,8 @@ def _ident(throttle, request) -> str:
         return f"token-{token.pk}"
     if request.user and request.user.is_authenticated:
         return f"user-{request.user.pk}"
-    return f"ip-{throttle.get_ident(request)}"
+    # Not REST framework's get_ident: it believes any X-Forwarded-For the client sends.
+    return f"ip-{client_ip(request)}"
 
 
 class UserOrTokenRateThrottle(UserRateThrottle):

@@ -16,6 +16,7 @@ from config.env import (
     env_decimal,
     env_int,
     env_list,
+    env_networks,
     env_secret,
     env_str,
 )
@@ -114,8 +115,20 @@ SECURE_HSTS_PRELOAD = env_bool("FAIRSHARE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 ADMINS_GROUP = "admins"
+# Sign-in throttling (config/auth.py): back-off per username + client address, and per address.
+AUTHENTICATION_BACKENDS = ["config.auth.ThrottledModelBackend"]
 FAIRSHARE_LOGIN_MAX_FAILURES = env_int("FAIRSHARE_LOGIN_MAX_FAILURES", 5, min_value=1)
-FAIRSHARE_LOGIN_LOCKOUT_SECONDS = env_int("FAIRSHARE_LOGIN_LOCKOUT_SECONDS", 900, min_value=1)
+FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int(
+    "FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS", 50, min_value=1
+)
+FAIRSHARE_LOGIN_BACKOFF_SECONDS = env_int("FAIRSHARE_LOGIN_BACKOFF_SECONDS", 30, min_value=1)
+FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS = env_int(
+    "FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS", 900, min_value=1
+)
+# The client address (config/net.py): REMOTE_ADDR, unless a trusted proxy's header is named.
+FAIRSHARE_CLIENT_IP_HEADER = env_str("FAIRSHARE_CLIENT_IP_HEADER", "")
+FAIRSHARE_TRUSTED_PROXY_HOPS = env_int("FAIRSHARE_TRUSTED_PROXY_HOPS", 1, min_value=1)
+FAIRSHARE_TRUSTED_PROXIES = env_networks("FAIRSHARE_TRUSTED_PROXIES")
 FAIRSHARE_CSP_REPORT_ONLY = env_bool("FAIRSHARE_CSP_REPORT_ONLY", False)
 
 # ----------------------------------------------------------------------------- Database

@@ -10,6 +10,7 @@ from config.env import (
     env_decimal,
     env_int,
     env_list,
+    env_networks,
     env_secret,
 )
 
@@ -64,6 +65,14 @@ def test_env_decimal_rejects_out_of_range_reserve():
 def test_env_list_splits_and_strips():
     assert env_list("H", ["a"], environ={"H": " x.org, y.org ,,"}) == ["x.org", "y.org"]
     assert env_list("H", ["a"], environ={}) == ["a"]
+
+
+def test_env_networks_accepts_addresses_and_cidrs_and_names_a_bad_entry():
+    env = {"P": "10.0.0.0/8, 192.0.2.1,2001:db8::/32"}
+    assert env_networks("P", environ=env) == ["10.0.0.0/8", "192.0.2.1/32", "2001:db8::/32"]
+    assert env_networks("P", environ={}) == []
+    with pytest.raises(ImproperlyConfigured, match=r"P: 'proxy\.local'"):
+        env_networks("P", environ={"P": "10.0.0.0/8,proxy.local"})
 
 
 def test_env_choice_names_allowed_values():

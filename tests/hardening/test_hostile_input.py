@@ -476,7 +476,8 @@ def _login(client, username, password):
     return client.post(reverse("login"), {"username": username, "password": password})
 
 
-def test_guessing_passwords_for_many_users_from_one_address_is_throttled(world):
+def test_guessing_passwords_for_many_users_from_one_address_is_throttled(world, settings):
+    settings.FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS = 5
     cache.clear()
     attacker = Client(REMOTE_ADDR="198.51.100.9")
     for name in ("alice", "bob", "vic", "charlie", "no-such-user"):
