@@ -136,11 +136,50 @@ class _BoundedParserMixin:
         return super().parse(stream, media_type, parser_context)
 
 
-class BoundedJSONParser(_BoundedParserMixin, parsers.JSONParser):
+NUL_MESSAGE = "Null characters are not allowed."
+
+
+def find_nul(data: Any, path: str = "") -> str | None:
+    """The path (``lines[0].resource``) of the first string, key included, holding NUL."""
+    if isinstance(data, str):
+        return (path or DETAIL) if "\x00" in data else None
+    if isinstance(data, dict):
+        for key, value in data.items():
+            name = str(key)
+            here = f"{path}.{name}" if path else name
+            if "\x00" in name:
+                return here.replace("\x00", "\\x00")
+            found = find_nul(value, here)
+            if found:
+                return found
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            found = find_nul(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+class _NoNulMixin:
+    """Refuse bodies holding NUL in any string (PostgreSQL text cannot store it, so it would
+    fail as a database error deep inside a write): 400 naming the field."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        data = super().parse(stream, media_type, parser_context)
+        plain = data
+        if hasattr(data, "lists"):  # a QueryDict from a form body
+            plain = {key: values[0] if len(values) == 1 else values for key, values in data.lists()}
+        field = find_nul(plain)
+        if field:
+            raise exceptions.ValidationError({field: [NUL_MESSAGE]})
+        return data
+
+
+class BoundedJSONParser(_BoundedParserMixin, _NoNulMixin, parsers.JSONParser):
     pass
 
 
-class BoundedFormParser(_BoundedParserMixin, parsers.FormParser):
+class BoundedFormParser(_BoundedParserMixin, _NoNulMixin, parsers.FormParser):
     pass
 
 
