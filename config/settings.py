@@ -131,6 +131,9 @@ FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS = env_int(
 FAIRSHARE_CLIENT_IP_HEADER = env_str("FAIRSHARE_CLIENT_IP_HEADER", "")
 FAIRSHARE_TRUSTED_PROXY_HOPS = env_int("FAIRSHARE_TRUSTED_PROXY_HOPS", 1, min_value=1)
 FAIRSHARE_TRUSTED_PROXIES = env_networks("FAIRSHARE_TRUSTED_PROXIES")
+# API tokens (quotas/tokens.py): every token expires; created from a session, never a token.
+FAIRSHARE_TOKEN_DEFAULT_DAYS = env_int("FAIRSHARE_TOKEN_DEFAULT_DAYS", 90, min_value=1)
+FAIRSHARE_TOKEN_MAX_DAYS = env_int("FAIRSHARE_TOKEN_MAX_DAYS", 365, min_value=1)
 FAIRSHARE_CSP_REPORT_ONLY = env_bool("FAIRSHARE_CSP_REPORT_ONLY", False)
 
 # ----------------------------------------------------------------------------- Database

@@ -17,6 +17,7 @@ from config.api import ConditionalRetrieveMixin
 from quotas import services, tokens
 from quotas.access import can_manage_team
 from quotas.api import filtersets, serializers
+from quotas.api.authentication import token_of
 from quotas.api.mixins import AuditedWriteMixin
 from quotas.api.permissions import IsSiteAdmin, IsSiteAdminOrReadOnly, with_defaults
 from quotas.exceptions import PermissionDenied
@@ -269,12 +270,18 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class _TokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Tokens are for people: service and node-agent tokens cannot list or read them, and no
+    token can create one (quotas.tokens refuses ``via_token``)."""
+
     serializer_class = serializers.ApiTokenSerializer
     filterset_class = filtersets.ApiTokenFilterSet
     ordering_fields = ["created", "last_used_at", "name"]
+    people_only = True
 
     def _issue(self, **kwargs) -> Response:
-        issued = tokens.issue_token(actor=self.request.user, **kwargs)
+        issued = tokens.issue_token(
+            actor=self.request.user, via_token=token_of(self.request), **kwargs
+        )
         data = dict(serializers.ApiTokenSerializer(issued.token).data, token=issued.raw)
         return Response(data, status=status.HTTP_201_CREATED)
 
