@@ -324,7 +324,7 @@ ROUTES: dict[str, Route] = {
     "quotas-api:token-revoke": r(
         lambda w: {"pk": w.personal_token.pk},
         shared=True,
-        GET=API_NO_GET,
+        GET="401 405 405 405 405 405 405 403 403 403",
         POST=("401 404 404 404 ok 404 404 403 403 403", None),
     ),
     "quotas-api:servicetoken-list": r(
