@@ -270,6 +270,7 @@ def home(request):
     shares_at = next(iter(shares.values())).computed_at if shares else None
 
     rows = []
+    shown = {team.pk for team in teams}
     for team in teams:
         share = shares.get(team.pk)
         fair = share.fair_allocation if share else {}
@@ -298,6 +299,8 @@ def home(request):
             {
                 "team": team,
                 "role": team.my_role or ("admin" if admin else "lead (department)"),
+                # The department's slug only for those who can see it.
+                "parent_visible": team.parent_id is not None and (admin or team.parent_id in shown),
                 "share": share,
                 "resources": resources,
                 "gpu_allocated": gpu["allocated"] if gpu else Decimal(0),
@@ -523,10 +526,19 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
             team.idle_gpu_alerts.filter(status=AlertStatus.OPEN).order_by("-gpus", "namespace")
         ),
         "quota_requests": list(requests_qs),
-        "audit_events": list(AuditEvent.objects.filter(team=team)[:AUDIT_ROWS]),
+        # The audit trail (with before/after) is for the team's leads and admins, as in the API.
+        "audit_events": (
+            list(AuditEvent.objects.filter(team=team)[:AUDIT_ROWS]) if can_write else []
+        ),
         "chart": _usage_chart(team, quotas, now=now),
         "chart_days": CHART_DAYS,
-        "children": list(team.children.filter(active=True).order_by("slug")),
+        # Name only what the viewer may open: a department's member sees the department, not
+        # necessarily its teams; a team's member not necessarily its department.
+        "children": list(
+            Team.objects.visible_to(request.user).filter(parent=team, active=True).order_by("slug")
+        ),
+        "parent_visible": team.parent_id is not None
+        and Team.objects.visible_to(request.user).filter(pk=team.parent_id).exists(),
     }
     context.update(extra)
     return context

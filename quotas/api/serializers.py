@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from quotas.api.fields import QuantityField, VisibleTeamField
+from quotas.api.fields import DepartmentField, QuantityField, VisibleTeamField
 from quotas.models import (
     ApiToken,
     AuditEvent,
@@ -19,8 +18,6 @@ from quotas.models import (
     TeamQuota,
 )
 from quotas.tokens import SCOPES
-
-User = get_user_model()
 
 
 class PriorityTierSerializer(serializers.ModelSerializer):
@@ -45,9 +42,7 @@ class TeamSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(
         view_name="quotas-api:team-detail", lookup_field="slug"
     )
-    parent = serializers.SlugRelatedField(
-        slug_field="slug", queryset=Team.objects.all(), allow_null=True, required=False
-    )
+    parent = DepartmentField(queryset=Team.objects.all(), allow_null=True, required=False)
     tier = serializers.SlugRelatedField(
         slug_field="name", queryset=PriorityTier.objects.all(), allow_null=True, required=False
     )
@@ -91,16 +86,29 @@ class NamespaceSerializer(serializers.ModelSerializer):
         ]
 
 
+class UsernameField(serializers.CharField):
+    """A user by username. Written as plain text, which the membership service looks up only
+    after it has checked that the caller manages the team, so the answer never tells someone
+    who may not add members whether a username exists."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 150)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value):
+        return value.get_username()
+
+
 class MembershipSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="quotas-api:membership-detail")
     team = VisibleTeamField()
-    user = serializers.SlugRelatedField(
-        slug_field="username", queryset=User.objects.filter(is_active=True)
-    )
+    user = UsernameField()
 
     class Meta:
         model = Membership
         fields = ["id", "url", "team", "user", "role", "created", "updated"]
+        # Uniqueness is the service's to check, after it checked the caller may see members.
+        validators = []
 
 
 class MembershipUpdateSerializer(MembershipSerializer):

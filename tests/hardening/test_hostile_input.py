@@ -347,7 +347,7 @@ def test_chargeback_parameters_are_validated_not_crashed_on(world, params, fmt):
 
     assert api.status_code == 400, (params, api.content[:300])
     assert page.status_code in (200, 400), (params, page.status_code)
-    if fmt == "json":
+    if fmt == "json" and page.status_code == 200:  # NUL is refused before the view (400)
         assert page.context["form"].errors, params
 
 

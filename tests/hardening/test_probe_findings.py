@@ -91,3 +91,184 @@ def test_authenticated_answers_are_never_stored(world, role, url):
     response = client_for(world, role).get(url)
     assert "no-store" in response.get("Cache-Control", ""), (role, url, response.status_code)
     assert "private" in response["Cache-Control"]
+
+
+# ------------------------------------------------------------------ 5: membership rules in the API
+
+
+def alice_membership(world):
+    from quotas.models import Membership
+
+    return Membership.objects.get(user=world.cast.alice, team=world.cast.team_a)
+
+
+def test_the_only_lead_cannot_demote_themselves_through_the_api(world):
+    own = alice_membership(world)
+    client = client_for(world, "alice")
+    response = client.patch(
+        f"/api/v1/memberships/{own.pk}/", json.dumps({"role": "member"}), "application/json"
+    )
+    assert response.status_code == 400, response.content
+    assert "role" in response.json()["errors"]
+    own.refresh_from_db()
+    assert own.role == "lead"
+
+
+def test_the_only_lead_cannot_remove_themselves_through_the_api(world):
+    own = alice_membership(world)
+    response = client_for(world, "alice").delete(f"/api/v1/memberships/{own.pk}/")
+    assert response.status_code == 400, response.content
+    own.refresh_from_db()
+
+
+def test_with_a_second_lead_the_first_may_step_down(world):
+    world.membership.role = "lead"
+    world.membership.save()  # bob leads too
+    own = alice_membership(world)
+    response = client_for(world, "alice").patch(
+        f"/api/v1/memberships/{own.pk}/", json.dumps({"role": "member"}), "application/json"
+    )
+    assert response.status_code == 200
+    assert response.json()["role"] == "member"
+
+
+@pytest.mark.parametrize("change", ["add", "role", "remove"])
+def test_api_membership_changes_ask_for_a_sync_like_the_team_page(
+    world, change, monkeypatch, django_capture_on_commit_callbacks
+):
+    from scheduling import tasks
+
+    calls = []
+    monkeypatch.setattr(tasks.sync_cluster, "delay", lambda **kw: calls.append(kw))
+    client = client_for(world, "alice")
+    url = f"/api/v1/memberships/{world.membership.pk}/"
+    with django_capture_on_commit_callbacks(execute=True):
+        if change == "add":
+            body = {"team": "team-a", "user": "nobody", "role": "viewer"}
+            response = post_json(client, "/api/v1/memberships/", body)
+        elif change == "role":
+            response = client.patch(url, json.dumps({"role": "viewer"}), "application/json")
+        else:
+            response = client.delete(url)
+    assert response.status_code < 300, response.content
+    assert calls == [{"trigger": f"members:{change}"}]
+
+
+def test_api_membership_changes_are_audited_once(world):
+    from quotas.models import AuditEvent
+
+    before = AuditEvent.objects.count()
+    client = client_for(world, "alice")
+    response = post_json(
+        client, "/api/v1/memberships/", {"team": "team-a", "user": "nobody", "role": "viewer"}
+    )
+    assert response.status_code == 201
+    assert response.json()["user"] == "nobody"
+    assert AuditEvent.objects.count() == before + 1
+
+
+# ------------------------------------------------------------------ 7: names that leak
+
+
+@pytest.mark.parametrize("role", ["bob", "vic"])
+def test_the_membership_api_does_not_tell_a_non_lead_whether_a_username_exists(world, role):
+    client = client_for(world, role)
+    answers = []
+    for username in ("root", "no-such-user"):
+        body = {"team": "team-a", "user": username, "role": "viewer"}
+        response = post_json(client, "/api/v1/memberships/", body)
+        answers.append((response.status_code, response.json()))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == 403
+
+
+def test_for_a_lead_an_inactive_user_reads_like_a_missing_one(world):
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("gone", is_active=False)
+    client = client_for(world, "alice")
+    texts = []
+    for username in ("gone", "ghost"):
+        body = {"team": "team-a", "user": username, "role": "viewer"}
+        response = post_json(client, "/api/v1/memberships/", body)
+        assert response.status_code == 400
+        texts.append(response.json()["errors"]["username"][0].replace(username, "…"))
+    assert texts[0] == texts[1]
+
+
+@pytest.fixture
+def dept_member(world):
+    """dana: a member of the department dept-x only (sees dept-x, not its teams)."""
+    from quotas.models import Membership
+    from tests.base import make_user
+
+    dana = make_user("dana")
+    Membership.objects.create(user=dana, team=world.cast.dept, role="member")
+    return dana
+
+
+def test_a_department_page_names_only_the_teams_its_reader_can_see(world, dept_member):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(dept_member)
+    html = client.get("/teams/dept-x/").content.decode()
+    assert "team-a" not in html and "team-b" not in html
+    client.force_login(world.cast.dora)  # the department's lead sees its teams
+    html = client.get("/teams/dept-x/").content.decode()
+    assert "team-a" in html and "team-b" in html
+
+
+@pytest.mark.parametrize(("role", "parent"), [("bob", None), ("alice", None), ("dora", "dept-x")])
+def test_the_api_shows_a_teams_department_only_to_who_can_see_it(world, role, parent):
+    client = client_for(world, role)
+    assert client.get("/api/v1/teams/team-a/").json()["parent"] == parent
+    listed = {t["slug"]: t["parent"] for t in client.get("/api/v1/teams/").json()["results"]}
+    assert listed["team-a"] == parent
+
+
+def test_the_team_page_names_the_department_only_to_who_can_see_it(world):
+    bob = client_for(world, "bob").get("/teams/team-a/").content.decode()
+    assert "dept-x" not in bob
+    dora = client_for(world, "dora").get("/teams/team-a/").content.decode()
+    assert "department" in dora and "dept-x" in dora
+
+
+# ------------------------------------------------------------------ 8: the audit trail
+
+
+@pytest.mark.parametrize(
+    ("role", "shown"),
+    [("vic", False), ("bob", False), ("alice", True), ("dora", True), ("root", True)],
+)
+def test_the_team_pages_audit_trail_is_for_leads_and_admins(world, role, shown):
+    html = client_for(world, role).get("/teams/team-a/").content.decode()
+    assert ("Audit trail" in html) is shown
+
+
+def test_django_admin_membership_changes_go_through_the_service(
+    world, monkeypatch, django_capture_on_commit_callbacks
+):
+    from quotas.models import AuditEvent, Membership
+    from scheduling import tasks
+
+    calls = []
+    monkeypatch.setattr(tasks.sync_cluster, "delay", lambda **kw: calls.append(kw))
+    client = client_for(world, "root")
+    audits = AuditEvent.objects.count()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            "/admin/quotas/membership/add/",
+            {"user": world.cast.nobody.pk, "team": world.cast.team_a.pk, "role": "viewer"},
+        )
+    assert response.status_code == 302, response.content[:2000]
+    added = Membership.objects.get(user=world.cast.nobody)
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/admin/quotas/membership/{added.pk}/change/", {"role": "member"})
+    added.refresh_from_db()
+    assert added.role == "member"
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(f"/admin/quotas/membership/{added.pk}/delete/", {"post": "yes"})
+    assert not Membership.objects.filter(pk=added.pk).exists()
+    assert [c["trigger"] for c in calls] == ["members:add", "members:role", "members:remove"]
+    assert AuditEvent.objects.count() == audits + 3
