@@ -296,6 +296,11 @@ SPECTACULAR_SETTINGS = {
 }
 
 # ----------------------------------------------------------------------------- Fairshare domain
+# May an admin decide their own quota request? strict: never; sole-admin: only when they are
+# the only active site admin (audited); off: yes.
+FAIRSHARE_SEPARATION_OF_DUTIES = env_choice(
+    "FAIRSHARE_SEPARATION_OF_DUTIES", "sole-admin", ["strict", "sole-admin", "off"]
+)
 FAIRSHARE_CAPACITY_RESERVE = env_decimal(
     "FAIRSHARE_CAPACITY_RESERVE", "0.10", min_value=Decimal(0), max_value=Decimal("0.9")
 )

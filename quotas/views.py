@@ -33,7 +33,12 @@ from quotas import members as member_services
 from quotas import services as quota_services
 from quotas.access import get_team_for_user
 from quotas.choices import QuotaRequestStatus
-from quotas.exceptions import InvalidTransition, PermissionDenied, QuotaExceeded
+from quotas.exceptions import (
+    InvalidTransition,
+    PermissionDenied,
+    QuotaExceeded,
+    SelfDecisionRefused,
+)
 from quotas.forms import (
     DecisionForm,
     MemberAddForm,
@@ -897,6 +902,8 @@ def quotarequest_decide(request, pk: int):
         except InvalidTransition as e:
             messages.error(request, str(e))
             return redirect("quotas:quotarequest", pk=quota_request.pk)
+        except SelfDecisionRefused as e:
+            form.add_error(None, str(e))
         except PermissionDenied as e:
             raise HttpForbidden(str(e)) from e
         else:
