@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from quotas.choices import AuditVerb, MembershipRole, PreemptionPolicy, QuotaRequestStatus
-from quotas.fields import QuantityField, dns1123_label
+from quotas.fields import QuantityField, dns1123_label, label_key_errors, label_value_errors
 from quotas.quantities import format_quantity, is_integral_resource, validate_resource_name
 from quotas.querysets import TeamQuerySet, TeamScopedQuerySet
 
@@ -205,9 +205,21 @@ class Namespace(TimestampedModel):
             isinstance(k, str) and isinstance(v, str) for k, v in self.labels.items()
         ):
             raise ValidationError({"labels": "Labels must be a mapping of strings to strings."})
-        for key in self.labels:
+        problems = []
+        for key, value in sorted(self.labels.items()):
             if key.startswith(("app.kubernetes.io/managed-by", "fairshare.io/")):
-                raise ValidationError({"labels": f"Label {key!r} is reserved for Fairshare."})
+                problems.append(f"Label {key!r} is reserved for Fairshare.")
+            elif key == "kubernetes.io/metadata.name":
+                problems.append(f"Label {key!r} is set by Kubernetes to the namespace's name.")
+            # Kubernetes would refuse these at apply time; say so now, naming the label.
+            shown_key, shown_value = key[:80], value[:80]  # the whole text if it is short
+            problems += [f"Label key {shown_key!r}: {why}." for why in label_key_errors(key)]
+            problems += [
+                f"Label {shown_key!r} value {shown_value!r}: {why}."
+                for why in label_value_errors(value)
+            ]
+        if problems:
+            raise ValidationError({"labels": problems})
 
 
 class TeamQuota(TimestampedModel):
