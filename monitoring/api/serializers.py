@@ -249,9 +249,12 @@ class StatementCreateSerializer(serializers.Serializer):
 
     def validate_month(self, value) -> date:
         try:
-            return datetime.strptime(value, "%Y-%m").date()
+            month = datetime.strptime(value, "%Y-%m").date()
         except ValueError:
             raise serializers.ValidationError("Give the month as YYYY-MM.") from None
+        if not 1970 <= month.year <= 9000:  # MomentField's years: the next month must exist
+            raise serializers.ValidationError("Give a month from 1970 to 9000.")
+        return month
 
 
 class ChargebackStatementSerializer(serializers.ModelSerializer):

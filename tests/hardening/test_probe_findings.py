@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.urls import reverse
 
 from tests.hardening.conftest import client_for
 
@@ -272,3 +273,70 @@ def test_django_admin_membership_changes_go_through_the_service(
     assert not Membership.objects.filter(pk=added.pk).exists()
     assert [c["trigger"] for c in calls] == ["members:add", "members:role", "members:remove"]
     assert AuditEvent.objects.count() == audits + 3
+
+
+# ------------------------------------------------------------------ 6: hostile times are a 400
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [
+        # PostgreSQL takes offsets up to ±15:59 only: the value is converted to UTC first.
+        ("valid_at=0001-01-01T00:00:00-18:44", 200),
+        ("valid_at=2025-05-01T00:00:00%2B23:59", 200),
+        # ... and a time that leaves the calendar on the way is a 400 naming the parameter.
+        ("valid_at=0001-01-01T00:00:00%2B14:00", 400),
+        ("valid_at=9999-12-31T23:59:59-18:44", 400),
+    ],
+)
+def test_rate_card_valid_at_with_an_extreme_offset_is_not_a_500(world, query, status):
+    response = client_for(world, "root").get(f"/api/v1/rate-cards/?{query}")
+    assert response.status_code == status, response.content
+    if status == 400:
+        assert "valid_at" in response.json()["errors"]
+
+
+def test_rate_card_valid_at_compares_in_utc(world):
+    # The rate is valid from 2025-01-01T00:00Z; 2024-12-31T13:00-11:00 is 2025-01-01T00:00Z.
+    client = client_for(world, "root")
+    ok = client.get("/api/v1/rate-cards/?valid_at=2024-12-31T13:00:00-11:00")
+    assert [r["id"] for r in ok.json()["results"]] == [world.rate_card.pk]
+    early = client.get("/api/v1/rate-cards/?valid_at=2024-12-31T12:59:59-11:00")
+    assert early.json()["results"] == []
+
+
+@pytest.mark.parametrize("offset", ["%2B23:59", "-23:59", "%2B14:00"])
+def test_an_updated_after_filter_with_any_offset_is_not_a_500(world, offset):
+    response = client_for(world, "root").get(
+        f"/api/v1/teams/?updated_after=0001-01-01T00:00:00{offset}"
+    )
+    assert response.status_code in (200, 400)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"start": "9999-12-31", "end": "9999-12-31"},
+        {"start": "9999-12-01", "end": "9999-12-31"},
+        {"start": "0001-01-01", "end": "0001-01-02"},
+        {"month": "9999-12"},
+        {"month": "0001-01"},
+    ],
+)
+def test_report_dates_in_year_9999_or_1_are_form_errors(world, params):
+    for name in ("monitoring:reports", "monitoring:reports_csv"):
+        response = client_for(world, "root").get(reverse(name), params)
+        assert response.status_code in (200, 400), (name, params, response.status_code)
+        if name == "monitoring:reports":
+            assert response.context["form"].errors, params
+
+
+@pytest.mark.parametrize("month", ["9999-12", "0001-01"])
+def test_freezing_a_statement_for_year_9999_or_1_is_a_400(world, month):
+    response = post_json(
+        client_for(world, "root"),
+        reverse("monitoring-api:chargebackstatement-list"),
+        {"month": month},
+    )
+    assert response.status_code == 400
+    assert "month" in response.json()["errors"]
