@@ -328,6 +328,10 @@ FAIRSHARE_RETENTION_HOURLY_DAYS = env_int("FAIRSHARE_RETENTION_HOURLY_DAYS", 400
 FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS = env_int(
     "FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS", 15, min_value=1
 )
+# GPU samples older than this are refused (the agent buffers an hour at its default interval).
+FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS = env_int(
+    "FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS", 3600, min_value=60
+)
 FAIRSHARE_METRICS_TOKEN = env_secret("FAIRSHARE_METRICS_TOKEN", "") or ""
 FAIRSHARE_BUDGET_THRESHOLDS = [
     int(x) for x in env_list("FAIRSHARE_BUDGET_THRESHOLDS", ["80", "100"])

@@ -114,6 +114,67 @@ class GpuSample(models.Model):
         return f"{self.node}/{self.index} at {self.taken_at:%H:%M}: {self.util_gpu}%"
 
 
+class GpuInventoryNode(models.Model):
+    """A node with GPUs as the latest collection saw it; node agents' samples are checked
+    against it. Every collection replaces all rows (``store_usage``)."""
+
+    name = models.CharField(max_length=253, unique=True)
+    gpus = models.PositiveIntegerField(help_text="Physical GPUs the cluster counts on the node.")
+    product = models.CharField(max_length=128, blank=True, help_text="nvidia.com/gpu.product")
+    collected_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.gpus} × {self.product or 'GPU'}"
+
+
+class GpuInventoryPod(models.Model):
+    """A bound pod requesting GPUs at the latest collection (replaced with the nodes)."""
+
+    node = models.CharField(max_length=253)
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    collected_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["node", "namespace", "name"]
+        indexes = [
+            models.Index(fields=["node", "uid"]),
+            models.Index(fields=["node", "namespace", "name"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} on {self.node}"
+
+
+class GpuSampleRejection(models.Model):
+    """GPU samples a node agent sent that ingest refused: counted per node, hour and reason,
+    with the latest message as an example (bounded, whatever an agent sends)."""
+
+    node = models.CharField(max_length=253)
+    hour = models.DateTimeField(help_text="Start of the UTC hour the samples arrived in.")
+    reason = models.CharField(max_length=32)
+    count = models.PositiveIntegerField(default=0)
+    example = models.CharField(max_length=300, blank=True)
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-hour", "node", "reason"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node", "hour", "reason"],
+                name="%(app_label)s_%(class)s_unique_node_hour_reason",
+                violation_error_message="This node already has a count for this hour and reason.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.count} {self.reason} from {self.node} at {self.hour:%Y-%m-%d %H:00}"
+
+
 class UsageRollup(models.Model):
     """Hourly, daily or monthly totals per namespace, resource and flavor (re-computable,
     idempotent).

@@ -103,6 +103,7 @@ class IngestResultSerializer(serializers.Serializer):
     agent_version = serializers.CharField()
     agent_dropped = serializers.IntegerField()
     agent_skipped = serializers.IntegerField()
+    rejected = serializers.IntegerField(help_text="Samples refused (reasons above).")
 
 
 @extend_schema_field(

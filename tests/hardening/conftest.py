@@ -34,6 +34,7 @@ from quotas.services import LineInput, submit_request
 from quotas.tokens import issue_token
 from scheduling.models import ShareComputation, ShareSnapshot, SyncItem, SyncRun
 from tests.base import GPU, Cast
+from tests.monitoring.gpu_inventory import node_object, place, pod_object
 
 # Every role of the security model, in the column order of the matrix.
 ROLES = ("anon", "vic", "bob", "charlie", "alice", "dora", "root", "svc_cb", "svc_all", "agent")
@@ -147,6 +148,8 @@ def build_world(cast: Cast) -> World:
             month=date(2025, 5, 1), group_by=("team",), actor=cast.root, now=now
         ),
     )
+    # The latest collection places 8 H100s and team-a's train-0 on gpu-001 (the agent's node).
+    place([node_object("gpu-001")], [pod_object("gpu-001", "team-a-ml", "train-0")], now=now)
     for role, spec in TOKEN_SPECS.items():
         world.raw_tokens[role] = issue_token(
             owner=cast.root, name=role, actor=cast.root, **spec

@@ -115,7 +115,15 @@ def rebalance_form(w: World) -> dict:
 
 
 def gpu_batch(w: World) -> dict:
-    sample = {"ts": "2025-05-01T12:00:00+00:00", "uuid": "GPU-9", "index": 0, "util_gpu": 50}
+    from django.utils import timezone
+
+    sample = {
+        "ts": timezone.now().isoformat(),
+        "uuid": "GPU-9",
+        "index": 0,
+        "model": "NVIDIA H100 80GB HBM3",
+        "util_gpu": 50,
+    }
     return {"node": "gpu-001", "samples": [sample]}
 
 

@@ -536,7 +536,10 @@ def test_bearer_tokens_never_reach_the_logs(world, caplog, capfd):
 
 
 def _sample(**extra) -> dict:
-    return {"ts": "2025-05-01T12:00:00+00:00", "uuid": "GPU-7", "index": 0, **extra}
+    from django.utils import timezone
+
+    ts = (timezone.now() - timezone.timedelta(seconds=30)).isoformat()
+    return {"ts": ts, "uuid": "GPU-7", "index": 0, "model": "NVIDIA H100 80GB HBM3", **extra}
 
 
 @pytest.mark.parametrize(
