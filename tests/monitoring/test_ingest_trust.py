@@ -260,3 +260,19 @@ def test_through_the_api_a_nul_byte_is_a_400_naming_the_field(cast, field):
     )
     assert response.status_code == 400
     assert f"samples[0].{field}" in response.json()["errors"]
+
+
+def test_the_migration_drops_samples_stored_before_1970():
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module(
+        "monitoring.migrations.0004_gpu_inventory_and_ingest_rejections"
+    )
+    for year in (1, 1969, 2025):
+        GpuSample.objects.create(
+            taken_at=datetime(year, 6, 1, tzinfo=UTC), node="gpu-1", uuid=f"GPU-{year}"
+        )
+    migration.drop_samples_before_1970(apps, None)
+    assert list(GpuSample.objects.values_list("uuid", flat=True)) == ["GPU-2025"]
