@@ -296,6 +296,8 @@ SPECTACULAR_SETTINGS = {
 }
 
 # ----------------------------------------------------------------------------- Fairshare domain
+# Whose fair-share numbers people see (scheduling/visibility.py): own (default) or all.
+FAIRSHARE_SHARE_VISIBILITY = env_choice("FAIRSHARE_SHARE_VISIBILITY", "own", ["own", "all"])
 # May an admin decide their own quota request? strict: never; sole-admin: only when they are
 # the only active site admin (audited); off: yes.
 FAIRSHARE_SEPARATION_OF_DUTIES = env_choice(

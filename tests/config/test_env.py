@@ -112,7 +112,17 @@ def test_env_cluster_rejects_unknown_modes(value):
         env_cluster("FAIRSHARE_CLUSTER", "disabled", environ={"FAIRSHARE_CLUSTER": value})
 
 
-def test_settings_refuse_to_start_on_a_bad_variable():
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("FAIRSHARE_CAPACITY_RESERVE", "2", "FAIRSHARE_CAPACITY_RESERVE=2 must be at most 0.9"),
+        ("FAIRSHARE_SHARE_VISIBILITY", "everyone", "FAIRSHARE_SHARE_VISIBILITY='everyone'"),
+        ("FAIRSHARE_SEPARATION_OF_DUTIES", "lax", "FAIRSHARE_SEPARATION_OF_DUTIES='lax'"),
+        ("FAIRSHARE_TRUSTED_PROXIES", "proxy.local", "FAIRSHARE_TRUSTED_PROXIES: 'proxy.local'"),
+        ("FAIRSHARE_TOKEN_MAX_DAYS", "0", "FAIRSHARE_TOKEN_MAX_DAYS=0 must be at least 1"),
+    ],
+)
+def test_settings_refuse_to_start_on_a_bad_variable(variable, value, message):
     import subprocess
     import sys
 
@@ -121,14 +131,14 @@ def test_settings_refuse_to_start_on_a_bad_variable():
         env={
             "DJANGO_SETTINGS_MODULE": "config.settings",
             "SECRET_KEY": "x",
-            "FAIRSHARE_CAPACITY_RESERVE": "2",
+            variable: value,
             "PATH": "",
         },
         capture_output=True,
         text=True,
     )
     assert result.returncode != 0
-    assert "FAIRSHARE_CAPACITY_RESERVE=2 must be at most 0.9" in result.stderr
+    assert message in result.stderr
 
 
 def test_settings_require_a_secret_key_outside_debug():
