@@ -26,7 +26,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import exceptions, parsers, status
+from django.db import models
+from rest_framework import exceptions, parsers, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, UserRateThrottle
@@ -166,10 +167,7 @@ class _NoNulMixin:
 
     def parse(self, stream, media_type=None, parser_context=None):
         data = super().parse(stream, media_type, parser_context)
-        plain = data
-        if hasattr(data, "lists"):  # a QueryDict from a form body
-            plain = {key: values[0] if len(values) == 1 else values for key, values in data.lists()}
-        field = find_nul(plain)
+        field = find_nul(data)
         if field:
             raise exceptions.ValidationError({field: [NUL_MESSAGE]})
         return data
@@ -179,15 +177,52 @@ class BoundedJSONParser(_BoundedParserMixin, _NoNulMixin, parsers.JSONParser):
     pass
 
 
-class BoundedFormParser(_BoundedParserMixin, _NoNulMixin, parsers.FormParser):
-    pass
+class StrictCharField(serializers.CharField):
+    """Text, and only text: REST framework's CharField also takes numbers (``{"note": 5}``),
+    which the schema calls invalid."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictModelSerializer(serializers.ModelSerializer):
+    """ModelSerializer whose text fields are StrictCharFields (every API serializer uses it)."""
+
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.CharField: StrictCharField,
+        models.TextField: StrictCharField,
+    }
 
 
 class StandardPagination(PageNumberPagination):
-    """``?page=`` and ``?page_size=`` (at most 500)."""
+    """``?page=`` and ``?page_size=`` (1 to 500; more is read as 500).
+
+    A ``page_size`` that is not a whole number is a 400, not quietly the default page size.
+    """
 
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_page_size(self, request):
+        raw = request.query_params.get(self.page_size_query_param, "")
+        if raw != "":
+            size = int(raw) if raw.isascii() and raw.isdigit() else 0
+            if size < 1:
+                raise exceptions.ValidationError(
+                    {self.page_size_query_param: ["Give a whole number from 1 to 500."]}
+                )
+            return min(size, self.max_page_size)
+        return self.page_size
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] in (self.page_size_query_param, self.page_query_param):
+                parameter["schema"] = {"type": "integer", "minimum": 1}
+        return parameters
 
 
 def _ident(throttle, request) -> str:

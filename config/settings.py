@@ -248,12 +248,10 @@ REST_FRAMEWORK = {
         "rest_framework.permissions.IsAuthenticated",
         "quotas.api.authentication.TokenKindPolicy",
     ],
-    # JSON and form bodies over DATA_UPLOAD_MAX_MEMORY_SIZE are refused (413) before parsing.
-    "DEFAULT_PARSER_CLASSES": [
-        "config.api.BoundedJSONParser",
-        "config.api.BoundedFormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # Bodies are JSON only (415 otherwise): one reading of every field, none of the HTML-form
+    # rules (an empty form field means "unchanged" in a PATCH). Bodies over
+    # DATA_UPLOAD_MAX_MEMORY_SIZE are refused (413) before parsing, NUL characters (400) after.
+    "DEFAULT_PARSER_CLASSES": ["config.api.BoundedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "config.api.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
@@ -288,6 +286,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Error answers (400, 401, 403, 404, ...) declared on every operation (config/schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.schema.declare_errors",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "ApiTokenKindEnum": "quotas.models.ApiToken.Kind",
         "ServiceTokenKindEnum": ["service", "node-agent"],

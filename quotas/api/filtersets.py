@@ -9,7 +9,9 @@ from __future__ import annotations
 from datetime import UTC
 
 import django_filters as filters
+from django import forms
 from django.core.exceptions import ValidationError
+from django.db import models
 from django_filters.fields import IsoDateTimeField
 
 from quotas.models import (
@@ -54,6 +56,36 @@ class UtcDateTimeFilter(filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
 
 
+class StrictBooleanField(forms.Field):
+    """``true``/``false`` (or ``1``/``0``); anything else is an error, not "no filter"
+    (django-filter's own boolean filter quietly ignores values it cannot read)."""
+
+    default_error_messages = {"invalid": "Give true or false."}
+
+    def to_python(self, value):
+        if value in (None, ""):
+            return None
+        text = str(value).strip().lower()
+        if text in ("true", "1"):
+            return True
+        if text in ("false", "0"):
+            return False
+        raise ValidationError(self.error_messages["invalid"], code="invalid")
+
+
+class StrictBooleanFilter(filters.BooleanFilter):
+    field_class = StrictBooleanField
+
+
+class FilterSet(filters.FilterSet):
+    """The base of every API FilterSet: model booleans filter strictly (StrictBooleanFilter)."""
+
+    FILTER_DEFAULTS = {
+        **filters.FilterSet.FILTER_DEFAULTS,
+        models.BooleanField: {"filter_class": StrictBooleanFilter},
+    }
+
+
 class TeamSlugFilter(filters.CharFilter):
     """``?team=<slug>`` on models with a team foreign key."""
 
@@ -62,7 +94,7 @@ class TeamSlugFilter(filters.CharFilter):
         super().__init__(field_name=field_name, **kwargs)
 
 
-class UpdatedFilterSet(filters.FilterSet):
+class UpdatedFilterSet(FilterSet):
     updated_after = UtcDateTimeFilter(
         field_name="updated", lookup_expr="gt", help_text="Only rows changed after this time."
     )
@@ -127,7 +159,7 @@ class BudgetFilterSet(UpdatedFilterSet):
         fields = ["resource"]
 
 
-class AuditEventFilterSet(filters.FilterSet):
+class AuditEventFilterSet(FilterSet):
     team = TeamSlugFilter()
     actor = filters.CharFilter(field_name="actor_name")
     created_after = UtcDateTimeFilter(field_name="created", lookup_expr="gt")
@@ -138,8 +170,8 @@ class AuditEventFilterSet(filters.FilterSet):
         fields = ["verb", "object_type", "object_id"]
 
 
-class ApiTokenFilterSet(filters.FilterSet):
-    revoked = filters.BooleanFilter(field_name="revoked_at", lookup_expr="isnull", exclude=True)
+class ApiTokenFilterSet(FilterSet):
+    revoked = StrictBooleanFilter(field_name="revoked_at", lookup_expr="isnull", exclude=True)
 
     class Meta:
         model = ApiToken
