@@ -36,3 +36,34 @@ def test_the_docs_page_loads_only_local_static_assets():
     for url in urls:
         assert url.startswith("/static/") or url == "/api/schema/", url
     assert "cdn" not in html.lower()
+
+
+@pytest.mark.parametrize(
+    ("component", "field"),
+    [
+        ("AuditEvent", "team"),
+        ("QuotaRequest", "decided_by"),
+        ("SyncRun", "requested_by"),
+        ("UsageRollup", "team"),
+        ("UsageSample", "team"),
+        ("GpuSample", "team"),
+        ("ChargebackStatement", "frozen_by"),
+        ("Team", "parent"),
+    ],
+)
+def test_fields_the_api_returns_as_null_are_declared_nullable(tmp_path, component, field):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--file", str(out))
+    schema = yaml.safe_load(out.read_text())["components"]["schemas"]
+    assert schema[component]["properties"][field].get("nullable") is True
+
+
+def test_every_operation_declares_its_error_answers(tmp_path):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--file", str(out))
+    for path, item in yaml.safe_load(out.read_text())["paths"].items():
+        for method, operation in item.items():
+            codes = set(operation["responses"])
+            assert {"400", "401", "403", "404", "429"} <= codes, (method, path)
+            if method in ("post", "put", "patch", "delete"):
+                assert {"409", "413", "415"} <= codes, (method, path)

@@ -52,8 +52,28 @@ def seeded_path(operation, world, role) -> dict:
 def schema_world(world):
     """The hardening world plus a personal token per role (bearer auth: no CSRF, and the
     checks that re-send a request without its credentials can do so)."""
-    from quotas.tokens import issue_token
+    from django.utils import timezone
 
+    from monitoring.models import GpuSample, UsageRollup, UsageSample
+    from quotas.tokens import issue_token
+    from scheduling.models import SyncRun
+
+    # Rows whose optional references are empty, so the lists show nulls where the schema must
+    # allow them: an unassigned namespace's usage, a scheduled sync nobody asked for.
+    now = timezone.now()
+    SyncRun.objects.create(status="succeeded", trigger="schedule", requested_by=None)
+    UsageSample.objects.create(
+        taken_at=now, team=None, namespace="sandbox", resource="cpu", allocated=1
+    )
+    UsageRollup.objects.create(
+        period="hour",
+        start=now.replace(minute=0, second=0, microsecond=0),
+        team=None,
+        namespace="sandbox",
+        resource="cpu",
+        allocated_hours=1,
+    )
+    GpuSample.objects.create(taken_at=now, node="gpu-001", uuid="GPU-FREE", util_gpu=0)
     world.role_tokens, world.role_raw = {}, {}
     for role in ("root", "alice"):
         issued = issue_token(owner=getattr(world.cast, role), name=f"schemathesis-{role}")
