@@ -5,9 +5,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Coalesce
 
+from quotas.models import moment_errors
 from quotas.querysets import TeamScopedQuerySet
 
 
@@ -272,6 +274,13 @@ class RateCard(models.Model):
     def __str__(self) -> str:
         flavor = f" ({self.flavor})" if self.flavor else ""
         return f"{self.resource}{flavor}: {self.price_per_unit_hour} {self.currency}/h"
+
+    def clean(self) -> None:
+        super().clean()
+        errors = moment_errors("valid_from", self.valid_from)
+        errors |= moment_errors("valid_to", self.valid_to)
+        if errors:
+            raise ValidationError(errors)
 
 
 class ChargebackStatement(models.Model):

@@ -207,3 +207,45 @@ def test_no_page_answers_a_hostile_query_with_a_5xx(world, role):
             if response.status_code >= 500:
                 server_errors.append(f"GET {url}?{query[:200]}")
     assert server_errors == [], "\n".join(server_errors[:30])
+
+
+@pytest.mark.parametrize("role", ["root", "alice"])
+def test_no_form_answers_a_hostile_value_with_a_5xx(world, role):
+    """The pages' forms: each field of each form in turn, plus the client time zone that
+    reads the request window (``tz``), gets each hostile value."""
+    from urllib.parse import urlencode
+
+    client = client_for(world, role)
+    server_errors, sent = [], 0
+    for name, route in sorted(ROUTES.items()):
+        if is_api(name) or "POST" not in route.methods or name in ("logout", "login"):
+            continue
+        if role == "alice" and not name.startswith(("quotas:member", "quotas:quotarequest")):
+            continue  # the admins' forms answer her 403 before reading a field
+        _expected, body = route.methods["POST"]
+        base = body(world) if body else {}
+        url = reverse(name, kwargs=route.kwargs(world) if route.kwargs else {})
+        fields = sorted(
+            set(base)
+            | ({"window_start", "window_end", "tz"} if "lines-0-guarantee" in base else set())
+        )
+        for field in fields:
+            for value in [*HOSTILE_QUERY, "9999-12-31T23:59", "0001-01-01T00:00"]:
+                data = base | {field: value}
+                if field.startswith("window"):
+                    data["tz"] = "Etc/GMT+12" if value.startswith("9999") else "Pacific/Kiritimati"
+                cache.clear()
+                with transaction.atomic():
+                    response = client.post(
+                        url, urlencode(data), content_type="application/x-www-form-urlencoded"
+                    )
+                    # A form that was accepted must leave every page readable.
+                    after = client.get(reverse("quotas:quotarequest_list"))
+                    transaction.set_rollback(True)
+                sent += 1
+                if response.status_code >= 500 or after.status_code >= 500:
+                    server_errors.append(
+                        f"POST {url} {field}={value[:60]!r} {response.status_code}"
+                    )
+    assert sent > 100
+    assert server_errors == [], "\n".join(server_errors[:30])
