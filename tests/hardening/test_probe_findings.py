@@ -340,3 +340,34 @@ def test_freezing_a_statement_for_year_9999_or_1_is_a_400(world, month):
     )
     assert response.status_code == 400
     assert "month" in response.json()["errors"]
+
+
+def test_a_request_window_that_leaves_the_calendar_in_utc_is_a_form_error(world):
+    from tests.hardening.test_authorization_matrix import request_form
+
+    client = client_for(world, "alice")
+    data = request_form(world) | {"window_end": "9999-12-31T23:59", "tz": "Etc/GMT+12"}
+    response = client.post(reverse("quotas:quotarequest_create", args=["team-a"]), data)
+    assert response.status_code == 200
+    assert "Give a time between 1970 and 9000" in response.content.decode()
+    assert client.get(reverse("quotas:quotarequest_list")).status_code == 200
+
+
+@pytest.mark.parametrize("end", ["9999-12-31T23:59:59Z", "9999-12-31T23:59:59-23:59"])
+def test_an_api_request_window_in_year_9999_is_a_400(world, end):
+    body = {
+        "team": "team-a",
+        "justification": "x",
+        "window_end": end,
+        "lines": [{"resource": "nvidia.com/gpu", "guarantee": "24", "limit": "48"}],
+    }
+    response = post_json(client_for(world, "alice"), "/api/v1/quota-requests/", body)
+    assert response.status_code == 400
+    assert "window_end" in response.json()["errors"]
+
+
+def test_a_rate_valid_from_year_9999_is_a_400(world):
+    body = {"resource": "cpu", "price_per_unit_hour": "1", "valid_from": "9999-06-01T00:00:00Z"}
+    response = post_json(client_for(world, "root"), "/api/v1/rate-cards/", body)
+    assert response.status_code == 400
+    assert "valid_from" in response.json()["errors"]
