@@ -4,8 +4,8 @@ from monitoring.models import (
     BudgetAlert,
     CapacitySnapshot,
     ChargebackStatement,
+    GpuDevice,
     GpuInventoryNode,
-    GpuInventoryPod,
     GpuSample,
     GpuSampleRejection,
     IdleGpuAlert,
@@ -56,13 +56,16 @@ class GpuSampleRejectionAdmin(ReadOnly, SiteAdminOnly, admin.ModelAdmin):
 @admin.register(GpuInventoryNode)
 class GpuInventoryNodeAdmin(ReadOnly, SiteAdminOnly, admin.ModelAdmin):
     list_display = ["name", "gpus", "product", "collected_at"]
+    readonly_fields = ["name", "gpus", "product", "pods", "collected_at"]
     search_fields = ["name"]
 
 
-@admin.register(GpuInventoryPod)
-class GpuInventoryPodAdmin(ReadOnly, SiteAdminOnly, admin.ModelAdmin):
-    list_display = ["node", "namespace", "name", "uid", "collected_at"]
-    search_fields = ["node", "namespace", "name", "uid"]
+@admin.register(GpuDevice)
+class GpuDeviceAdmin(ReadOnly, SiteAdminOnly, admin.ModelAdmin):
+    """GPU UUIDs and the node that reports them (delete a row to let another node claim it)."""
+
+    list_display = ["uuid", "node", "index", "last_seen_at"]
+    search_fields = ["uuid", "node"]
 
 
 @admin.register(UsageRollup)

@@ -117,12 +117,17 @@ class GpuSample(models.Model):
 
 
 class GpuInventoryNode(models.Model):
-    """A node with GPUs as the latest collection saw it; node agents' samples are checked
-    against it. Every collection replaces all rows (``store_usage``)."""
+    """A node with GPUs as the latest collection saw it, with the pods holding GPUs there; node
+    agents' samples are checked against it. Every collection replaces all rows (``store_usage``).
+
+    ``pods`` lists ``[namespace, name, uid]`` of the bound pods that request GPUs: one row per
+    node keeps a collection's write small and is exactly what ingest reads (one node's pods).
+    """
 
     name = models.CharField(max_length=253, unique=True)
     gpus = models.PositiveIntegerField(help_text="Physical GPUs the cluster counts on the node.")
     product = models.CharField(max_length=128, blank=True, help_text="nvidia.com/gpu.product")
+    pods = models.JSONField(default=list, blank=True)
     collected_at = models.DateTimeField()
 
     class Meta:
@@ -132,24 +137,21 @@ class GpuInventoryNode(models.Model):
         return f"{self.name}: {self.gpus} × {self.product or 'GPU'}"
 
 
-class GpuInventoryPod(models.Model):
-    """A bound pod requesting GPUs at the latest collection (replaced with the nodes)."""
+class GpuDevice(models.Model):
+    """A GPU UUID and the node that reports it. Kubernetes does not publish GPU UUIDs, so a
+    UUID belongs to the node whose agent reported it (within the sample window): no other node
+    may report it meanwhile. Written by ingest (``last_seen_at`` = when a sample of it arrived)."""
 
-    node = models.CharField(max_length=253)
-    namespace = models.CharField(max_length=63)
-    name = models.CharField(max_length=253)
-    uid = models.CharField(max_length=64, blank=True)
-    collected_at = models.DateTimeField()
+    uuid = models.CharField(max_length=64, unique=True)
+    node = models.CharField(max_length=253, db_index=True)
+    index = models.PositiveSmallIntegerField(default=0)
+    last_seen_at = models.DateTimeField()
 
     class Meta:
-        ordering = ["node", "namespace", "name"]
-        indexes = [
-            models.Index(fields=["node", "uid"]),
-            models.Index(fields=["node", "namespace", "name"]),
-        ]
+        ordering = ["node", "index"]
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name} on {self.node}"
+        return f"{self.uuid} on {self.node}"
 
 
 class GpuSampleRejection(models.Model):

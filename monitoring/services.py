@@ -53,8 +53,8 @@ from monitoring.exceptions import CollectorError
 from monitoring.models import (
     BudgetAlert,
     CapacitySnapshot,
+    GpuDevice,
     GpuInventoryNode,
-    GpuInventoryPod,
     GpuSample,
     GpuSampleRejection,
     IdleGpuAlert,
@@ -225,33 +225,26 @@ def _usage_row(now, team_id, namespace, resource, flavor, allocated, pending) ->
 
 
 def store_gpu_inventory(usage: ClusterUsage, *, now: datetime) -> None:
-    """Replace the GPU inventory (nodes with GPUs, pods holding GPUs) with this collection's.
-
-    Call inside the collection's transaction, so ingest always sees one whole collection.
-    """
-    GpuInventoryPod.objects.all().delete()
+    """Replace the GPU inventory (nodes with GPUs, the pods holding GPUs on each) with this
+    collection's. Call inside the collection's transaction, so ingest always sees one whole
+    collection. Pods bound to a node the node list did not show are left out (an agent there
+    has no GPUs to report by the cluster's account)."""
+    pods: dict[str, list[list[str]]] = defaultdict(list)
+    for pod in usage.gpu_pods:
+        pods[pod.node].append([pod.namespace[:63], pod.name[:253], pod.uid[:64]])
     GpuInventoryNode.objects.all().delete()
     GpuInventoryNode.objects.bulk_create(
-        GpuInventoryNode(
-            name=node.name[:253],
-            gpus=node.gpus,
-            product=(node.product or "")[:128],
-            collected_at=now,
-        )
-        for node in usage.gpu_nodes.values()
-    )
-    GpuInventoryPod.objects.bulk_create(
         (
-            GpuInventoryPod(
-                node=pod.node[:253],
-                namespace=pod.namespace[:63],
-                name=pod.name[:253],
-                uid=pod.uid[:64],
+            GpuInventoryNode(
+                name=node.name[:253],
+                gpus=node.gpus,
+                product=(node.product or "")[:128],
+                pods=pods.get(node.name, []),
                 collected_at=now,
             )
-            for pod in usage.gpu_pods
+            for node in usage.gpu_nodes.values()
         ),
-        batch_size=2000,
+        batch_size=500,
     )
 
 
@@ -316,9 +309,7 @@ class _Inventory:
         row = GpuInventoryNode.objects.filter(name=node).first()
         if row is None:
             return None
-        pods = list(
-            GpuInventoryPod.objects.filter(node=node).values_list("uid", "namespace", "name")
-        )
+        pods = [(uid, ns, name) for ns, name, uid in row.pods]
         return cls(
             node=node,
             gpus=row.gpus,
@@ -397,9 +388,8 @@ def _parse_time(raw: Mapping, *, now: datetime) -> datetime:
     return taken_at
 
 
-def _parse_sample(
-    raw: Any, *, inventory: _Inventory | None, node: str, now: datetime, teams: Mapping[str, int]
-) -> GpuSample:
+def _parse_sample(raw: Any, *, inventory: _Inventory | None, node: str, now: datetime) -> GpuSample:
+    """One sample, checked against the node's inventory; its team is filled in by the caller."""
     if not isinstance(raw, dict):
         raise SampleRejected("shape", "must be an object")
     taken_at = _parse_time(raw, now=now)
@@ -445,7 +435,6 @@ def _parse_sample(
         temp_c=_number(raw, "temp_c", low=-273, high=1e3),
         namespace=namespace,
         pod=pod,
-        team_id=teams.get(namespace) if namespace else None,
     )
 
 
@@ -458,23 +447,18 @@ def _check_gpu_identity(
     """Refuse samples of GPUs that are not this node's.
 
     The cluster counts a node's GPUs but does not publish their UUIDs, so a UUID belongs to the
-    node that reports it: within the sample window, a UUID another node reported is refused,
-    and a node reports at most as many distinct UUIDs as the collection counts GPUs on it.
-    Removes the refused samples from ``parsed`` and returns them with their batch index.
+    node that reports it (GpuDevice): within the sample window, a UUID another node reported is
+    refused, and a node reports at most as many distinct UUIDs as the collection counts GPUs on
+    it. Removes the refused samples from ``parsed`` and returns them with their batch index.
+    One query.
     """
     since = now - sample_max_age()
     uuids = {sample.uuid for _, sample in parsed.values()}
-    elsewhere = dict(
-        GpuSample.objects.filter(uuid__in=uuids, taken_at__gte=since)
-        .exclude(node=inventory.node)
-        .values_list("uuid", "node")
-        .distinct()
-    )
-    known = set(
-        GpuSample.objects.filter(node=inventory.node, taken_at__gte=since)
-        .values_list("uuid", flat=True)
-        .distinct()
-    )
+    devices = GpuDevice.objects.filter(
+        Q(uuid__in=uuids) | Q(node=inventory.node), last_seen_at__gte=since
+    ).values_list("uuid", "node")
+    elsewhere = {uuid: node for uuid, node in devices if node != inventory.node}
+    known = {uuid for uuid, node in devices if node == inventory.node}
     room = max(0, inventory.gpus - len(known))
     admitted: set[str] = set()
     refused: list[tuple[int, SampleRejected]] = []
@@ -498,6 +482,20 @@ def _check_gpu_identity(
             refused.append((index, error))
             del parsed[key]
     return refused
+
+
+def _remember_devices(samples: Iterable[GpuSample], *, node: str, now: datetime) -> None:
+    """Record (or move) the accepted samples' GPU UUIDs to this node, seen now (one query)."""
+    devices = {
+        s.uuid: GpuDevice(uuid=s.uuid, node=node, index=s.index, last_seen_at=now) for s in samples
+    }
+    if devices:
+        GpuDevice.objects.bulk_create(
+            list(devices.values()),
+            update_conflicts=True,
+            unique_fields=["uuid"],
+            update_fields=["node", "index", "last_seen_at"],
+        )
 
 
 def record_rejections(node: str, rejected: list[SampleRejected], *, now: datetime) -> None:
@@ -586,13 +584,12 @@ def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = Non
         raise ValidationError({"agent": "agent must be an object."})
 
     inventory = _Inventory.load(node) if samples else None
-    teams = dict(Namespace.objects.values_list("name", "team_id")) if samples else {}
     refused: list[tuple[int, SampleRejected]] = []
     parsed: dict[tuple[str, datetime], tuple[int, GpuSample]] = {}
     duplicates = 0
     for i, raw in enumerate(samples):
         try:
-            sample = _parse_sample(raw, inventory=inventory, node=node, now=now, teams=teams)
+            sample = _parse_sample(raw, inventory=inventory, node=node, now=now)
         except SampleRejected as e:
             refused.append((i, e))
             continue
@@ -603,6 +600,12 @@ def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = Non
         parsed[key] = (i, sample)
     if parsed and inventory is not None:
         refused += _check_gpu_identity(parsed, inventory=inventory, now=now)
+    # Teams of the pods' namespaces (the collection's namespaces, never the agent's).
+    namespaces = {sample.namespace for _, sample in parsed.values() if sample.namespace}
+    if namespaces:
+        teams = dict(Namespace.objects.filter(name__in=namespaces).values_list("name", "team_id"))
+        for _, sample in parsed.values():
+            sample.team_id = teams.get(sample.namespace)
     refused.sort(key=lambda item: item[0])
     reasons = [f"samples[{i}]: {error}" for i, error in refused]
     fresh: list[GpuSample] = []
@@ -617,6 +620,7 @@ def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = Non
             duplicates += len(parsed) - len(fresh)
             # ignore_conflicts covers a concurrent retry of the same batch racing this one.
             GpuSample.objects.bulk_create(fresh, ignore_conflicts=True, batch_size=2000)
+            _remember_devices((sample for _, sample in parsed.values()), node=node, now=now)
         record_rejections(node, [error for _, error in refused], now=now)
 
     dropped = _counter(agent, "dropped_samples")
@@ -1071,6 +1075,7 @@ def prune_samples(now: datetime | None = None) -> dict[str, int]:
             period=RollupPeriod.HOUR, start__lt=hourly_cutoff
         ).delete()[0],
         "gpu_sample_rejections": GpuSampleRejection.objects.filter(hour__lt=raw_cutoff).delete()[0],
+        "gpu_devices": GpuDevice.objects.filter(last_seen_at__lt=raw_cutoff).delete()[0],
     }
     if any(deleted.values()):
         logger.info("pruned %s", deleted)

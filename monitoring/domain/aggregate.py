@@ -53,6 +53,7 @@ appears on most pods.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -137,7 +138,7 @@ class GpuNode:
     product: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuPod:
     """A pod bound to a node that requests GPUs (``*/gpu`` or MIG ``*/mig-*`` resources)."""
 
@@ -473,10 +474,11 @@ def aggregate(
         if node_name:
             counts["allocated"] += 1
             if any(amount > 0 and is_gpu_request(name) for name, amount in request.items()):
+                # Interned: thousands of pods share a node and a namespace name.
                 gpu_pods.append(
                     GpuPod(
-                        node=node_name,
-                        namespace=namespace,
+                        node=sys.intern(node_name),
+                        namespace=sys.intern(namespace),
                         name=metadata.get("name") or "",
                         uid=metadata.get("uid") or "",
                     )

@@ -204,6 +204,7 @@ def test_prune_keeps_what_retention_asks_for(cast, settings):
         "capacity_snapshots": 1,
         "hourly_rollups": 1,
         "gpu_sample_rejections": 1,
+        "gpu_devices": 0,
     }
     assert list(GpuSampleRejection.objects.values_list("hour", flat=True)) == [recent]
     assert list(UsageSample.objects.values_list("taken_at", flat=True)) == [recent]
@@ -230,6 +231,7 @@ def test_the_rollup_task_takes_iso_times_and_prunes(samples):
         "capacity_snapshots",
         "hourly_rollups",
         "gpu_sample_rejections",
+        "gpu_devices",
     }
 
 
