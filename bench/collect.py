@@ -95,6 +95,8 @@ def main() -> int:
     print(f"schedulable GPUs      {usage.capacity.get('nvidia.com/gpu', 0):>12,}")
     counts = usage.pod_counts
     print(f"pods allocated/pending {counts['allocated']:>11,} / {counts['pending']:,}")
+    inventory = f"{len(usage.gpu_nodes):,} nodes / {len(usage.gpu_pods):,} pods"
+    print(f"GPU inventory         {inventory:>12}")
     print(f"wall time             {wall:>12.2f} s   (target < 30 s)")
     print(f"RSS before collection {before:>12.0f} MiB (fake server's copy of the cluster)")
     print(f"peak RSS              {peak:>12.0f} MiB (target < 1536 MiB)")

@@ -26,11 +26,13 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework import exceptions, parsers, status
+from django.db import models
+from rest_framework import exceptions, parsers, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, UserRateThrottle
 
+from config.net import client_ip
 from monitoring.domain.chargeback import ChargebackError
 from monitoring.exceptions import DomainError as MonitoringDomainError
 from quotas import exceptions as quota_errors
@@ -135,19 +137,92 @@ class _BoundedParserMixin:
         return super().parse(stream, media_type, parser_context)
 
 
-class BoundedJSONParser(_BoundedParserMixin, parsers.JSONParser):
+NUL_MESSAGE = "Null characters are not allowed."
+
+
+def find_nul(data: Any, path: str = "") -> str | None:
+    """The path (``lines[0].resource``) of the first string, key included, holding NUL."""
+    if isinstance(data, str):
+        return (path or DETAIL) if "\x00" in data else None
+    if isinstance(data, dict):
+        for key, value in data.items():
+            name = str(key)
+            here = f"{path}.{name}" if path else name
+            if "\x00" in name:
+                return here.replace("\x00", "\\x00")
+            found = find_nul(value, here)
+            if found:
+                return found
+    elif isinstance(data, list):
+        for index, item in enumerate(data):
+            found = find_nul(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+class _NoNulMixin:
+    """Refuse bodies holding NUL in any string (PostgreSQL text cannot store it, so it would
+    fail as a database error deep inside a write): 400 naming the field."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        data = super().parse(stream, media_type, parser_context)
+        field = find_nul(data)
+        if field:
+            raise exceptions.ValidationError({field: [NUL_MESSAGE]})
+        return data
+
+
+class BoundedJSONParser(_BoundedParserMixin, _NoNulMixin, parsers.JSONParser):
     pass
 
 
-class BoundedFormParser(_BoundedParserMixin, parsers.FormParser):
-    pass
+class StrictCharField(serializers.CharField):
+    """Text, and only text: REST framework's CharField also takes numbers (``{"note": 5}``),
+    which the schema calls invalid."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictModelSerializer(serializers.ModelSerializer):
+    """ModelSerializer whose text fields are StrictCharFields (every API serializer uses it)."""
+
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.CharField: StrictCharField,
+        models.TextField: StrictCharField,
+    }
 
 
 class StandardPagination(PageNumberPagination):
-    """``?page=`` and ``?page_size=`` (at most 500)."""
+    """``?page=`` and ``?page_size=`` (1 to 500; more is read as 500).
+
+    A ``page_size`` that is not a whole number is a 400, not quietly the default page size.
+    """
 
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_page_size(self, request):
+        raw = request.query_params.get(self.page_size_query_param, "")
+        if raw != "":
+            size = int(raw) if raw.isascii() and raw.isdigit() else 0
+            if size < 1:
+                raise exceptions.ValidationError(
+                    {self.page_size_query_param: ["Give a whole number from 1 to 500."]}
+                )
+            return min(size, self.max_page_size)
+        return self.page_size
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] in (self.page_size_query_param, self.page_query_param):
+                parameter["schema"] = {"type": "integer", "minimum": 1}
+        return parameters
 
 
 def _ident(throttle, request) -> str:
@@ -158,7 +233,8 @@ def _ident(throttle, request) -> str:
         return f"token-{token.pk}"
     if request.user and request.user.is_authenticated:
         return f"user-{request.user.pk}"
-    return f"ip-{throttle.get_ident(request)}"
+    # Not REST framework's get_ident: it believes any X-Forwarded-For the client sends.
+    return f"ip-{client_ip(request)}"
 
 
 class UserOrTokenRateThrottle(UserRateThrottle):

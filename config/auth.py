@@ -1,43 +1,163 @@
-"""Sign-in with throttling: after too many failures for a username or an address, refuse for a
-while (per cache: shared across processes when REDIS_URL is set)."""
+"""Sign-in throttling: one rule for every way in (the site's login page, the Django admin's).
+
+The rule is enforced in the authentication backend (:class:`ThrottledModelBackend`), so every
+caller of ``django.contrib.auth.authenticate`` gets it; the two login forms only check first to
+say why they refuse (:class:`SignInThrottleMixin`).
+
+Failures are counted in the cache (shared across processes when ``REDIS_URL`` is set) under two
+keys, both built from the client address of :func:`config.net.client_ip` (which reads a proxy
+header only when the operator configured one):
+
+* **username + address**: after ``FAIRSHARE_LOGIN_MAX_FAILURES`` failures (5), each further
+  attempt must wait a back-off after the previous failure: ``FAIRSHARE_LOGIN_BACKOFF_SECONDS``
+  (30) for the first, doubling with each failure, at most ``FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS``
+  (900). Someone guessing one account is slowed to a few tries an hour; the same person on
+  another machine, and everyone else, signs in as usual.
+* **address** alone, with a larger allowance (``FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS``,
+  50) and the same back-off: one machine guessing many accounts (password spraying) is slowed
+  too, without one bad typist holding up their colleagues behind the same NAT.
+
+Back-off, not lock-out: nobody is refused for longer than the maximum back-off, and a success
+clears that username's counter (not the address's, or a spraying attacker with one valid
+account could reset it). Failures are forgotten after twice the maximum back-off without a new
+one. Unknown usernames count exactly like real ones, so the answers don't reveal which exist.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import math
+import time
+from dataclasses import dataclass
+
 from django import forms
 from django.conf import settings
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
+
+from config.net import client_ip
+
+_clock = time.time  # tests replace it
 
 
-def _keys(request, username: str) -> list[str]:
-    address = request.META.get("REMOTE_ADDR", "") if request else ""
-    return [f"login-fail:user:{username.lower()}", f"login-fail:addr:{address}"]
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    retry_after: int = 0  # seconds until the next attempt is allowed
 
 
-class ThrottledAuthenticationForm(AuthenticationForm):
-    error_messages = {
-        **AuthenticationForm.error_messages,
-        "throttled": "Too many failed sign-ins. Wait %(minutes)s minutes and try again.",
-    }
+def _setting(name: str, default: int) -> int:
+    return int(getattr(settings, name, default))
+
+
+def _backoff(failures: int, free: int) -> float:
+    """Seconds to wait after the last failure, once ``failures`` reached ``free``."""
+    if failures < free:
+        return 0.0
+    base = _setting("FAIRSHARE_LOGIN_BACKOFF_SECONDS", 30)
+    cap = _setting("FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS", 900)
+    exponent = min(failures - free, 32)
+    return float(min(cap, base * 2**exponent))
+
+
+def _key(kind: str, *parts: str) -> str:
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "replace")).hexdigest()[:40]
+    return f"signin:{kind}:{digest}"
+
+
+def _normal(username: str | None) -> str:
+    return (username or "").strip().lower()[:150]
+
+
+def _buckets(request, username: str | None) -> list[tuple[str, int]]:
+    address = client_ip(request)
+    return [
+        (_key("user", _normal(username), address), _setting("FAIRSHARE_LOGIN_MAX_FAILURES", 5)),
+        (_key("addr", address), _setting("FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS", 50)),
+    ]
+
+
+def check(request, username: str | None) -> Verdict:
+    """May this username try to sign in from this request's address now?"""
+    now = _clock()
+    wait = 0.0
+    for key, free in _buckets(request, username):
+        failures, last = cache.get(key) or (0, 0.0)
+        remaining = last + _backoff(failures, free) - now
+        wait = max(wait, remaining)
+    if wait > 0:
+        return Verdict(False, math.ceil(wait))
+    return Verdict(True)
+
+
+def record_failure(request, username: str | None) -> None:
+    now = _clock()
+    ttl = 2 * _setting("FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS", 900)
+    for key, _free in _buckets(request, username):
+        failures, _last = cache.get(key) or (0, 0.0)
+        cache.set(key, (failures + 1, now), ttl)
+
+
+def record_success(request, username: str | None) -> None:
+    cache.delete(_buckets(request, username)[0][0])
+
+
+class ThrottledModelBackend(ModelBackend):
+    """ModelBackend behind the sign-in throttle: a throttled attempt is refused before the
+    password is even checked (``PermissionDenied`` stops ``authenticate()`` at once)."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if username is None:
+            username = kwargs.get(self.get_user_model_username_field())
+        if username is None or password is None:
+            return None
+        if not check(request, username).allowed:
+            raise PermissionDenied("Too many failed sign-ins.")
+        user = super().authenticate(request, username=username, password=password, **kwargs)
+        if user is None:
+            record_failure(request, username)
+        else:
+            record_success(request, username)
+        return user
+
+    @staticmethod
+    def get_user_model_username_field() -> str:
+        from django.contrib.auth import get_user_model
+
+        return get_user_model().USERNAME_FIELD
+
+
+def _wait_text(seconds: int) -> str:
+    if seconds < 90:
+        return f"{seconds} seconds"
+    return f"{math.ceil(seconds / 60)} minutes"
+
+
+class SignInThrottleMixin:
+    """For AuthenticationForm subclasses: say "wait" instead of "wrong password" when the
+    throttle refuses (the backend enforces it either way)."""
+
+    throttle_message = "Too many failed sign-ins. Wait %(wait)s and try again."
 
     def clean(self):
-        username = (self.cleaned_data.get("username") or "")[:150]
-        limit = getattr(settings, "FAIRSHARE_LOGIN_MAX_FAILURES", 5)
-        window = getattr(settings, "FAIRSHARE_LOGIN_LOCKOUT_SECONDS", 900)
-        keys = _keys(self.request, username)
-        if any((cache.get(key) or 0) >= limit for key in keys):
-            raise forms.ValidationError(
-                self.error_messages["throttled"],
-                code="throttled",
-                params={"minutes": max(1, window // 60)},
-            )
-        try:
-            return super().clean()
-        except forms.ValidationError:
-            for key in keys:
-                cache.add(key, 0, window)
-                try:
-                    cache.incr(key)
-                except ValueError:
-                    cache.set(key, 1, window)
-            raise
+        username = self.cleaned_data.get("username")
+        if username is not None and self.cleaned_data.get("password") is not None:
+            verdict = check(self.request, username)
+            if not verdict.allowed:
+                raise forms.ValidationError(
+                    self.throttle_message,
+                    code="throttled",
+                    params={"wait": _wait_text(verdict.retry_after)},
+                )
+        return super().clean()
+
+
+class ThrottledAuthenticationForm(SignInThrottleMixin, AuthenticationForm):
+    """The site's login form."""
+
+
+class ThrottledAdminAuthenticationForm(SignInThrottleMixin, AdminAuthenticationForm):
+    """The Django admin's login form (``admin.site.login_form``)."""

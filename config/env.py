@@ -8,6 +8,7 @@ stops at start-up instead of misbehaving later. ``env_secret`` also reads ``NAME
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -142,3 +143,16 @@ def env_cluster(name: str, default: str, *, environ: Mapping[str, str] | None = 
         f"{name}={result!r} is not valid: use kubeconfig[:PATH], in-cluster, snapshot:PATH "
         "or disabled."
     )
+
+
+def env_networks(name: str, *, environ: Mapping[str, str] | None = None) -> list[str]:
+    """A comma-separated list of IP addresses or CIDR networks (``10.0.0.0/8, 192.0.2.1``)."""
+    result = []
+    for item in env_list(name, (), environ=environ):
+        try:
+            result.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an IP address or network (e.g. 10.0.0.0/8)."
+            ) from None
+    return result

@@ -16,6 +16,7 @@ from config.env import (
     env_decimal,
     env_int,
     env_list,
+    env_networks,
     env_secret,
     env_str,
 )
@@ -56,11 +57,13 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.security.ContentSecurityPolicyMiddleware",
+    "config.security.RejectNullCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.security.NoStoreForAuthenticatedMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -116,8 +119,23 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 CSRF_FAILURE_VIEW = "config.errors.csrf_failure"  # the product's layout, with navigation
 ADMINS_GROUP = "admins"
+# Sign-in throttling (config/auth.py): back-off per username + client address, and per address.
+AUTHENTICATION_BACKENDS = ["config.auth.ThrottledModelBackend"]
 FAIRSHARE_LOGIN_MAX_FAILURES = env_int("FAIRSHARE_LOGIN_MAX_FAILURES", 5, min_value=1)
-FAIRSHARE_LOGIN_LOCKOUT_SECONDS = env_int("FAIRSHARE_LOGIN_LOCKOUT_SECONDS", 900, min_value=1)
+FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int(
+    "FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS", 50, min_value=1
+)
+FAIRSHARE_LOGIN_BACKOFF_SECONDS = env_int("FAIRSHARE_LOGIN_BACKOFF_SECONDS", 30, min_value=1)
+FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS = env_int(
+    "FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS", 900, min_value=1
+)
+# The client address (config/net.py): REMOTE_ADDR, unless a trusted proxy's header is named.
+FAIRSHARE_CLIENT_IP_HEADER = env_str("FAIRSHARE_CLIENT_IP_HEADER", "")
+FAIRSHARE_TRUSTED_PROXY_HOPS = env_int("FAIRSHARE_TRUSTED_PROXY_HOPS", 1, min_value=1)
+FAIRSHARE_TRUSTED_PROXIES = env_networks("FAIRSHARE_TRUSTED_PROXIES")
+# API tokens (quotas/tokens.py): every token expires; created from a session, never a token.
+FAIRSHARE_TOKEN_DEFAULT_DAYS = env_int("FAIRSHARE_TOKEN_DEFAULT_DAYS", 90, min_value=1)
+FAIRSHARE_TOKEN_MAX_DAYS = env_int("FAIRSHARE_TOKEN_MAX_DAYS", 365, min_value=1)
 FAIRSHARE_CSP_REPORT_ONLY = env_bool("FAIRSHARE_CSP_REPORT_ONLY", False)
 
 # ----------------------------------------------------------------------------- Database
@@ -232,12 +250,10 @@ REST_FRAMEWORK = {
         "rest_framework.permissions.IsAuthenticated",
         "quotas.api.authentication.TokenKindPolicy",
     ],
-    # JSON and form bodies over DATA_UPLOAD_MAX_MEMORY_SIZE are refused (413) before parsing.
-    "DEFAULT_PARSER_CLASSES": [
-        "config.api.BoundedJSONParser",
-        "config.api.BoundedFormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # Bodies are JSON only (415 otherwise): one reading of every field, none of the HTML-form
+    # rules (an empty form field means "unchanged" in a PATCH). Bodies over
+    # DATA_UPLOAD_MAX_MEMORY_SIZE are refused (413) before parsing, NUL characters (400) after.
+    "DEFAULT_PARSER_CLASSES": ["config.api.BoundedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "config.api.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
@@ -272,6 +288,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Error answers (400, 401, 403, 404, ...) declared on every operation (config/schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.schema.declare_errors",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "ApiTokenKindEnum": "quotas.models.ApiToken.Kind",
         "ServiceTokenKindEnum": ["service", "node-agent"],
@@ -280,6 +301,13 @@ SPECTACULAR_SETTINGS = {
 }
 
 # ----------------------------------------------------------------------------- Fairshare domain
+# Whose fair-share numbers people see (scheduling/visibility.py): own (default) or all.
+FAIRSHARE_SHARE_VISIBILITY = env_choice("FAIRSHARE_SHARE_VISIBILITY", "own", ["own", "all"])
+# May an admin decide their own quota request? strict: never; sole-admin: only when they are
+# the only active site admin (audited); off: yes.
+FAIRSHARE_SEPARATION_OF_DUTIES = env_choice(
+    "FAIRSHARE_SEPARATION_OF_DUTIES", "sole-admin", ["strict", "sole-admin", "off"]
+)
 FAIRSHARE_CAPACITY_RESERVE = env_decimal(
     "FAIRSHARE_CAPACITY_RESERVE", "0.10", min_value=Decimal(0), max_value=Decimal("0.9")
 )
@@ -306,6 +334,10 @@ FAIRSHARE_RETENTION_RAW_DAYS = env_int("FAIRSHARE_RETENTION_RAW_DAYS", 14, min_v
 FAIRSHARE_RETENTION_HOURLY_DAYS = env_int("FAIRSHARE_RETENTION_HOURLY_DAYS", 400, min_value=1)
 FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS = env_int(
     "FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS", 15, min_value=1
+)
+# GPU samples older than this are refused (the agent buffers an hour at its default interval).
+FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS = env_int(
+    "FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS", 3600, min_value=60
 )
 FAIRSHARE_METRICS_TOKEN = env_secret("FAIRSHARE_METRICS_TOKEN", "") or ""
 FAIRSHARE_BUDGET_THRESHOLDS = [

@@ -6,8 +6,11 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config import health
-from config.auth import ThrottledAuthenticationForm
+from config.auth import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
 from quotas import views as quota_views
+
+# One sign-in rule for both doors: the admin's login form is throttled like the site's.
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 api_v1 = [
     path("", include("quotas.api.urls")),

@@ -4,7 +4,10 @@ from monitoring.models import (
     BudgetAlert,
     CapacitySnapshot,
     ChargebackStatement,
+    GpuDevice,
+    GpuInventoryNode,
     GpuSample,
+    GpuSampleRejection,
     IdleGpuAlert,
     RateCard,
     UsageRollup,
@@ -29,6 +32,40 @@ class UsageSampleAdmin(SiteAdminOnly, admin.ModelAdmin):
 class GpuSampleAdmin(SiteAdminOnly, admin.ModelAdmin):
     list_display = ["taken_at", "node", "index", "model", "util_gpu", "namespace", "pod", "team"]
     search_fields = ["node", "uuid", "pod", "namespace"]
+
+
+class ReadOnly:
+    """Written by the collector and ingest only."""
+
+    def has_add_permission(self, request, *args):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(GpuSampleRejection)
+class GpuSampleRejectionAdmin(ReadOnly, SiteAdminOnly, admin.ModelAdmin):
+    """GPU samples node agents sent that ingest refused, per node, hour and reason."""
+
+    list_display = ["hour", "node", "reason", "count", "example", "last_seen_at"]
+    list_filter = ["reason"]
+    search_fields = ["node"]
+
+
+@admin.register(GpuInventoryNode)
+class GpuInventoryNodeAdmin(ReadOnly, SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["name", "gpus", "product", "collected_at"]
+    readonly_fields = ["name", "gpus", "product", "pods", "collected_at"]
+    search_fields = ["name"]
+
+
+@admin.register(GpuDevice)
+class GpuDeviceAdmin(ReadOnly, SiteAdminOnly, admin.ModelAdmin):
+    """GPU UUIDs and the node that reports them (delete a row to let another node claim it)."""
+
+    list_display = ["uuid", "node", "index", "last_seen_at"]
+    search_fields = ["uuid", "node"]
 
 
 @admin.register(UsageRollup)

@@ -4,7 +4,10 @@
 ``CollectorRegistry`` (no process/GC metrics of whichever worker served the scrape: the numbers
 are the cluster's, not the web process's). A scrape runs a constant number of queries (13),
 whatever the number of teams, resources or GPUs. Amounts are in base units (cores, bytes,
-devices); ``team="unassigned"`` collects namespaces no team owns.
+devices); ``team="unassigned"`` collects namespaces no team owns. /metrics is an operator
+endpoint (``FAIRSHARE_METRICS_TOKEN`` or loopback: an admin credential), so it carries every team
+whatever ``FAIRSHARE_SHARE_VISIBILITY`` says (scheduling.visibility); dashboards built on it for
+teams should filter by team when visibility is ``own``.
 
 Metrics (gauges):
 

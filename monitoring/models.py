@@ -5,9 +5,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Coalesce
 
+from quotas.models import moment_errors
 from quotas.querysets import TeamScopedQuerySet
 
 
@@ -114,6 +116,69 @@ class GpuSample(models.Model):
         return f"{self.node}/{self.index} at {self.taken_at:%H:%M}: {self.util_gpu}%"
 
 
+class GpuInventoryNode(models.Model):
+    """A node with GPUs as the latest collection saw it, with the pods holding GPUs there; node
+    agents' samples are checked against it. Every collection replaces all rows (``store_usage``).
+
+    ``pods`` lists ``[namespace, name, uid]`` of the bound pods that request GPUs: one row per
+    node keeps a collection's write small and is exactly what ingest reads (one node's pods).
+    """
+
+    name = models.CharField(max_length=253, unique=True)
+    gpus = models.PositiveIntegerField(help_text="Physical GPUs the cluster counts on the node.")
+    product = models.CharField(max_length=128, blank=True, help_text="nvidia.com/gpu.product")
+    pods = models.JSONField(default=list, blank=True)
+    collected_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.gpus} × {self.product or 'GPU'}"
+
+
+class GpuDevice(models.Model):
+    """A GPU UUID and the node that reports it. Kubernetes does not publish GPU UUIDs, so a
+    UUID belongs to the node whose agent reported it (within the sample window): no other node
+    may report it meanwhile. Written by ingest (``last_seen_at`` = when a sample of it arrived)."""
+
+    uuid = models.CharField(max_length=64, unique=True)
+    node = models.CharField(max_length=253, db_index=True)
+    index = models.PositiveSmallIntegerField(default=0)
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["node", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.uuid} on {self.node}"
+
+
+class GpuSampleRejection(models.Model):
+    """GPU samples a node agent sent that ingest refused: counted per node, hour and reason,
+    with the latest message as an example (bounded, whatever an agent sends)."""
+
+    node = models.CharField(max_length=253)
+    hour = models.DateTimeField(help_text="Start of the UTC hour the samples arrived in.")
+    reason = models.CharField(max_length=32)
+    count = models.PositiveIntegerField(default=0)
+    example = models.CharField(max_length=300, blank=True)
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-hour", "node", "reason"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node", "hour", "reason"],
+                name="%(app_label)s_%(class)s_unique_node_hour_reason",
+                violation_error_message="This node already has a count for this hour and reason.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.count} {self.reason} from {self.node} at {self.hour:%Y-%m-%d %H:00}"
+
+
 class UsageRollup(models.Model):
     """Hourly, daily or monthly totals per namespace, resource and flavor (re-computable,
     idempotent).
@@ -211,6 +276,13 @@ class RateCard(models.Model):
     def __str__(self) -> str:
         flavor = f" ({self.flavor})" if self.flavor else ""
         return f"{self.resource}{flavor}: {self.price_per_unit_hour} {self.currency}/h"
+
+    def clean(self) -> None:
+        super().clean()
+        errors = moment_errors("valid_from", self.valid_from)
+        errors |= moment_errors("valid_to", self.valid_to)
+        if errors:
+            raise ValidationError(errors)
 
 
 class ChargebackStatement(models.Model):

@@ -69,6 +69,20 @@ class GroupByField(forms.MultipleChoiceField):
             raise forms.ValidationError("Each grouping may appear once.", code="repeated")
 
 
+# The API's MomentField accepts the same years: the period arithmetic (the day after the end,
+# the next month) must never leave the calendar.
+EARLIEST_DAY = date(1970, 1, 1)
+LATEST_DAY = date(9000, 12, 31)
+
+
+def _in_range(day: date | None) -> date | None:
+    if day is not None and not EARLIEST_DAY <= day <= LATEST_DAY:
+        raise forms.ValidationError(
+            f"Give a date from {EARLIEST_DAY.year} to {LATEST_DAY.year}.", code="out_of_range"
+        )
+    return day
+
+
 class ReportForm(forms.Form):
     """The period and grouping of a chargeback report (a GET form)."""
 
@@ -106,9 +120,16 @@ class ReportForm(forms.Form):
         if not value:
             return None
         try:
-            return datetime.strptime(value, "%Y-%m").date()
+            month = datetime.strptime(value, "%Y-%m").date()
         except ValueError:
             raise forms.ValidationError("Give the month as YYYY-MM.", code="invalid") from None
+        return _in_range(month)
+
+    def clean_start(self) -> date | None:
+        return _in_range(self.cleaned_data.get("start"))
+
+    def clean_end(self) -> date | None:
+        return _in_range(self.cleaned_data.get("end"))
 
     def clean(self):
         data = super().clean()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, DecimalField, F, FloatField, IntegerField, Max, Min, Q, Sum, When
 from django.db.models.functions import Least, TruncMonth
 from django.utils import timezone
@@ -53,7 +54,10 @@ from monitoring.exceptions import CollectorError
 from monitoring.models import (
     BudgetAlert,
     CapacitySnapshot,
+    GpuDevice,
+    GpuInventoryNode,
     GpuSample,
+    GpuSampleRejection,
     IdleGpuAlert,
     UsageRollup,
     UsageSample,
@@ -162,6 +166,7 @@ def store_usage(
 ) -> tuple[CapacitySnapshot, int]:
     """Write one CapacitySnapshot and its UsageSample rows in one transaction.
 
+    Also replaces the GPU inventory node agents are checked against (``store_gpu_inventory``).
     Rows: one per namespace × resource with a non-zero amount. GPU resources allocated on
     flavored nodes get one row per flavor; what remains (pods on unlabelled nodes) and every
     pending amount go on the flavor "" row. ``team`` is null for unassigned namespaces.
@@ -194,6 +199,7 @@ def store_usage(
             nodes=nodes,
         )
         UsageSample.objects.bulk_create(rows, batch_size=2000)
+        store_gpu_inventory(usage, now=now)
     logger.info(
         "stored collection at %s from %s: %d samples, %d schedulable nodes",
         now.isoformat(),
@@ -219,6 +225,30 @@ def _usage_row(now, team_id, namespace, resource, flavor, allocated, pending) ->
 # --------------------------------------------------------------------------- GPU ingest
 
 
+def store_gpu_inventory(usage: ClusterUsage, *, now: datetime) -> None:
+    """Replace the GPU inventory (nodes with GPUs, the pods holding GPUs on each) with this
+    collection's. Call inside the collection's transaction, so ingest always sees one whole
+    collection. Pods bound to a node the node list did not show are left out (an agent there
+    has no GPUs to report by the cluster's account)."""
+    pods: dict[str, list[list[str]]] = defaultdict(list)
+    for pod in usage.gpu_pods:
+        pods[pod.node].append([pod.namespace[:63], pod.name[:253], pod.uid[:64]])
+    GpuInventoryNode.objects.all().delete()
+    GpuInventoryNode.objects.bulk_create(
+        (
+            GpuInventoryNode(
+                name=node.name[:253],
+                gpus=node.gpus,
+                product=(node.product or "")[:128],
+                pods=pods.get(node.name, []),
+                collected_at=now,
+            )
+            for node in usage.gpu_nodes.values()
+        ),
+        batch_size=500,
+    )
+
+
 @dataclass(frozen=True)
 class IngestResult:
     """What one agent batch did. ``rejected_reasons`` name each refused sample by index."""
@@ -230,9 +260,26 @@ class IngestResult:
     agent_version: str = ""
     agent_dropped: int = 0
     agent_skipped: int = 0
+    rejected: int = 0
 
 
 _BIGINT_MAX = 2**63 - 1  # the columns' range (PostgreSQL bigint): more is a 500, not a reading
+# GPU UUIDs as NVML prints them (GPU-…, MIG-…): letters, digits and a little punctuation.
+_UUID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+
+
+class SampleRejected(ValueError):
+    """One sample refused; ``reason`` is the short code counted in GpuSampleRejection."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def sample_max_age() -> timedelta:
+    """How old a sample may be (``FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS``, default one hour:
+    the agent's buffer of 240 batches at the default 15 s interval)."""
+    return timedelta(seconds=getattr(settings, "FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS", 3600))
 
 
 def _number(sample: Mapping, key: str, *, low=None, high=None, integer=False):
@@ -240,52 +287,141 @@ def _number(sample: Mapping, key: str, *, low=None, high=None, integer=False):
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{key} must be a number or null")
+        raise SampleRejected("value", f"{key} must be a number or null")
     if integer and value != int(value):
-        raise ValueError(f"{key} must be a whole number")
+        raise SampleRejected("value", f"{key} must be a whole number")
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{key} must be between {low} and {high}")
+        raise SampleRejected("value", f"{key} must be between {low} and {high}")
     return int(value) if integer else float(value)
 
 
-def _attribution(processes: Any) -> tuple[str, str]:
-    """Pick the pod of a GPU: the resolved process using the most memory (ties: by name)."""
-    if not isinstance(processes, list):
+@dataclass(frozen=True)
+class _Inventory:
+    """The latest collection's view of one node: its GPUs and the pods holding GPUs there."""
+
+    node: str
+    gpus: int
+    product: str
+    by_uid: Mapping[str, tuple[str, str]]  # pod uid → (namespace, name)
+    by_name: frozenset[tuple[str, str]]  # (namespace, name)
+
+    @classmethod
+    def load(cls, node: str) -> _Inventory | None:
+        row = GpuInventoryNode.objects.filter(name=node).first()
+        if row is None:
+            return None
+        pods = [(uid, ns, name) for ns, name, uid in row.pods]
+        return cls(
+            node=node,
+            gpus=row.gpus,
+            product=row.product,
+            by_uid={uid: (ns, name) for uid, ns, name in pods if uid},
+            by_name=frozenset((ns, name) for _, ns, name in pods),
+        )
+
+    def pod(self, proc: Mapping) -> tuple[str, str] | None:
+        """The (namespace, name) of the pod a process names, if it is on this node.
+
+        The pod UID (from the process's cgroup) decides when given; otherwise the namespace and
+        name the agent resolved. Either way the namespace returned is the collection's.
+        """
+        uid = proc.get("pod_uid")
+        if isinstance(uid, str) and uid:
+            return self.by_uid.get(uid)
+        namespace, name = proc.get("namespace"), proc.get("pod")
+        if isinstance(namespace, str) and isinstance(name, str):
+            return (namespace, name) if (namespace, name) in self.by_name else None
+        return None
+
+
+def _attribution(processes: Any, inventory: _Inventory) -> tuple[str, str]:
+    """Pick the pod of a GPU: among its processes' pods (each must be on the node), the one
+    using the most memory (ties: by name). Processes outside pods are ignored."""
+    if processes is None:
         return "", ""
+    if not isinstance(processes, list):
+        raise SampleRejected("shape", "processes must be a list")
     candidates = []
     for proc in processes:
         if not isinstance(proc, dict):
             continue
-        namespace, pod = proc.get("namespace"), proc.get("pod")
-        if isinstance(namespace, str) and namespace and isinstance(pod, str) and pod:
-            mem = proc.get("mem_used")
-            mem = mem if isinstance(mem, int) and not isinstance(mem, bool) else 0
-            candidates.append((-mem, namespace[:63], pod[:253]))
+        names_a_pod = any(proc.get(key) for key in ("pod_uid", "namespace", "pod"))
+        if not names_a_pod:
+            continue
+        placed = inventory.pod(proc)
+        if placed is None:
+            ref = proc.get("pod_uid") or f"{proc.get('namespace')}/{proc.get('pod')}"
+            raise SampleRejected(
+                "pod",
+                f"pod {str(ref)[:80]!r} is not a GPU pod on node {inventory.node} in the latest "
+                "collection",
+            )
+        mem = proc.get("mem_used")
+        mem = mem if isinstance(mem, int) and not isinstance(mem, bool) else 0
+        candidates.append((-mem, placed[0], placed[1]))
     if not candidates:
         return "", ""
     _, namespace, pod = min(candidates)
     return namespace, pod
 
 
-def _parse_sample(raw: Any, *, node: str, now: datetime, teams: Mapping[str, int]) -> GpuSample:
-    if not isinstance(raw, dict):
-        raise ValueError("must be an object")
+def _parse_time(raw: Mapping, *, now: datetime) -> datetime:
     ts = raw.get("ts")
-    taken_at = parse_datetime(ts) if isinstance(ts, str) else None
+    try:
+        taken_at = parse_datetime(ts) if isinstance(ts, str) else None
+    except ValueError:  # well-formed but not a date (month 13, hour 25)
+        taken_at = None
     if taken_at is None:
-        raise ValueError("ts must be an ISO 8601 time")
+        raise SampleRejected("ts", "ts must be an ISO 8601 time")
     if timezone.is_naive(taken_at):
-        raise ValueError("ts must carry a time zone")
+        raise SampleRejected("ts", "ts must carry a time zone")
+    try:
+        taken_at = taken_at.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise SampleRejected("ts", "ts is out of range") from None
     if taken_at > now + _FUTURE_TOLERANCE:
-        raise ValueError("ts is in the future")
+        raise SampleRejected("ts", "ts is in the future")
+    oldest = now - sample_max_age()
+    if taken_at < oldest:
+        raise SampleRejected(
+            "ts", f"ts is older than {int(sample_max_age().total_seconds())} seconds"
+        )
+    return taken_at
+
+
+def _parse_sample(raw: Any, *, inventory: _Inventory | None, node: str, now: datetime) -> GpuSample:
+    """One sample, checked against the node's inventory; its team is filled in by the caller."""
+    if not isinstance(raw, dict):
+        raise SampleRejected("shape", "must be an object")
+    taken_at = _parse_time(raw, now=now)
     uuid = raw.get("uuid")
     if not isinstance(uuid, str) or not uuid or len(uuid) > 64:
-        raise ValueError("uuid must be a non-empty string of at most 64 characters")
+        raise SampleRejected("uuid", "uuid must be a non-empty string of at most 64 characters")
+    if not _UUID_RE.match(uuid):
+        raise SampleRejected("uuid", "uuid may hold only letters, digits and . _ : -")
+    if inventory is None:
+        raise SampleRejected("node", f"node {node} has no GPUs in the latest collection")
     index = _number(raw, "index", low=0, high=32767, integer=True) or 0
+    if index >= inventory.gpus:
+        raise SampleRejected(
+            "index",
+            f"index {index} is not a GPU of node {node} (the latest collection counts "
+            f"{inventory.gpus})",
+        )
     model = raw.get("model") or ""
     if not isinstance(model, str):
-        raise ValueError("model must be a string")
-    namespace, pod = _attribution(raw.get("processes"))
+        raise SampleRejected("model", "model must be a string")
+    if inventory.product:
+        if flavor_of_model(model) != inventory.product:
+            raise SampleRejected(
+                "model",
+                f"model {model[:80]!r} is not node {node}'s GPU ({inventory.product})",
+            )
+    else:
+        # The flavor comes from the cluster: a node without a product label has none, so its
+        # samples carry none either (they must match the node's allocated amounts).
+        model = ""
+    namespace, pod = _attribution(raw.get("processes"), inventory)
     return GpuSample(
         taken_at=taken_at,
         node=node,
@@ -296,26 +432,128 @@ def _parse_sample(raw: Any, *, node: str, now: datetime, teams: Mapping[str, int
         util_mem=_number(raw, "util_mem", low=0, high=100),
         mem_used=_number(raw, "mem_used", low=0, high=_BIGINT_MAX, integer=True),
         mem_total=_number(raw, "mem_total", low=0, high=_BIGINT_MAX, integer=True),
-        power_w=_number(raw, "power_w", low=0),
-        temp_c=_number(raw, "temp_c"),
+        power_w=_number(raw, "power_w", low=0, high=1e6),
+        temp_c=_number(raw, "temp_c", low=-273, high=1e3),
         namespace=namespace,
         pod=pod,
-        team_id=teams.get(namespace) if namespace else None,
     )
+
+
+def _check_gpu_identity(
+    parsed: dict[tuple[str, datetime], tuple[int, GpuSample]],
+    *,
+    inventory: _Inventory,
+    now: datetime,
+) -> list[tuple[int, SampleRejected]]:
+    """Refuse samples of GPUs that are not this node's.
+
+    The cluster counts a node's GPUs but does not publish their UUIDs, so a UUID belongs to the
+    node that reports it (GpuDevice): within the sample window, a UUID another node reported is
+    refused, and a node reports at most as many distinct UUIDs as the collection counts GPUs on
+    it. Removes the refused samples from ``parsed`` and returns them with their batch index.
+    One query.
+    """
+    since = now - sample_max_age()
+    uuids = {sample.uuid for _, sample in parsed.values()}
+    devices = GpuDevice.objects.filter(
+        Q(uuid__in=uuids) | Q(node=inventory.node), last_seen_at__gte=since
+    ).values_list("uuid", "node")
+    elsewhere = {uuid: node for uuid, node in devices if node != inventory.node}
+    known = {uuid for uuid, node in devices if node == inventory.node}
+    room = max(0, inventory.gpus - len(known))
+    admitted: set[str] = set()
+    refused: list[tuple[int, SampleRejected]] = []
+    for key, (index, sample) in sorted(parsed.items(), key=lambda item: item[1][0]):
+        error = None
+        if sample.uuid in elsewhere:
+            error = SampleRejected(
+                "uuid-node", f"GPU {sample.uuid} is reported by node {elsewhere[sample.uuid]}"
+            )
+        elif sample.uuid not in known and sample.uuid not in admitted:
+            if room > 0:
+                admitted.add(sample.uuid)
+                room -= 1
+            else:
+                error = SampleRejected(
+                    "uuid-count",
+                    f"node {inventory.node} already reports {inventory.gpus} GPUs; "
+                    f"{sample.uuid} would be one more",
+                )
+        if error is not None:
+            refused.append((index, error))
+            del parsed[key]
+    return refused
+
+
+def _remember_devices(samples: Iterable[GpuSample], *, node: str, now: datetime) -> None:
+    """Record (or move) the accepted samples' GPU UUIDs to this node, seen now (one query)."""
+    devices = {
+        s.uuid: GpuDevice(uuid=s.uuid, node=node, index=s.index, last_seen_at=now) for s in samples
+    }
+    if devices:
+        GpuDevice.objects.bulk_create(
+            list(devices.values()),
+            update_conflicts=True,
+            unique_fields=["uuid"],
+            update_fields=["node", "index", "last_seen_at"],
+        )
+
+
+def record_rejections(node: str, rejected: list[SampleRejected], *, now: datetime) -> None:
+    """Count refused samples per node, hour and reason (GpuSampleRejection)."""
+    if not rejected:
+        return
+    hour = floor_hour(now)
+    by_reason: dict[str, list[SampleRejected]] = defaultdict(list)
+    for error in rejected:
+        by_reason[error.reason].append(error)
+    for reason, errors in sorted(by_reason.items()):
+        example = str(errors[-1])[:300]
+        for _attempt in range(2):
+            updated = GpuSampleRejection.objects.filter(
+                node=node[:253], hour=hour, reason=reason
+            ).update(count=F("count") + len(errors), example=example, last_seen_at=now)
+            if updated:
+                break
+            try:
+                with transaction.atomic():
+                    GpuSampleRejection.objects.create(
+                        node=node[:253],
+                        hour=hour,
+                        reason=reason,
+                        count=len(errors),
+                        example=example,
+                        last_seen_at=now,
+                    )
+                break
+            except IntegrityError:  # another batch of this node created it meanwhile
+                continue
 
 
 def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = None) -> IngestResult:
     """Validate and store one GPU agent batch (format: ``monitoring.collectors.agent``).
 
+    Only the cluster's own data is trusted; the agent's claims are checked against it:
+
     1. The batch's ``node``, and any sample's own ``node``, must be the token's node: a node
        token may only report its own GPUs. Otherwise raise ValidationError({"node": ...}).
        A batch that is not the documented shape raises ValidationError naming the field.
-    2. Each invalid sample is skipped and listed in ``rejected_reasons``
-       (``"samples[3]: ts must be an ISO 8601 time"``); the others are stored.
-    3. Pod namespaces map to teams (unknown namespaces: no team).
-    4. Samples are inserted with ``ignore_conflicts`` on (uuid, taken_at), so a retried batch
+    2. Each sample is checked, and refused with a reason (``"samples[3]: ts is older than 3600
+       seconds"``) unless:
+       * ``ts`` is an aware ISO 8601 time within the window: at most
+         ``FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS`` old and 5 minutes ahead;
+       * the latest collection places GPUs on the node, ``index`` is one of them, and
+         ``model`` is the node's GPU product (the ``nvidia.com/gpu.product`` label, which
+         becomes the chargeback flavor; a node without the label stores no model);
+       * every pod its processes name (by pod UID, else namespace and name) is a pod the
+         latest collection places on this node and that requests GPUs. The namespace (and so
+         the team) is the collection's, never the agent's.
+       * its GPU UUID is not one another node reports, and is not one more than the node has
+         GPUs (see ``_check_gpu_identity``).
+    3. Samples are inserted with ``ignore_conflicts`` on (uuid, taken_at), so a retried batch
        (the agent resends after a timeout) is counted in ``duplicates`` and stored once.
-    5. The agent's cumulative ``dropped_samples``/``skipped_samples`` are logged when non-zero
+    4. Refused samples are counted per node, hour and reason in GpuSampleRejection and logged;
+       the agent's cumulative ``dropped_samples``/``skipped_samples`` are logged when non-zero
        and returned on the result.
     """
     now = now or timezone.now()
@@ -346,33 +584,45 @@ def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = Non
     if not isinstance(agent, dict):
         raise ValidationError({"agent": "agent must be an object."})
 
-    teams = dict(Namespace.objects.values_list("name", "team_id"))
-    reasons: list[str] = []
-    parsed: dict[tuple[str, datetime], GpuSample] = {}
+    inventory = _Inventory.load(node) if samples else None
+    refused: list[tuple[int, SampleRejected]] = []
+    parsed: dict[tuple[str, datetime], tuple[int, GpuSample]] = {}
     duplicates = 0
     for i, raw in enumerate(samples):
         try:
-            sample = _parse_sample(raw, node=node, now=now, teams=teams)
-        except ValueError as e:
-            reasons.append(f"samples[{i}]: {e}")
+            sample = _parse_sample(raw, inventory=inventory, node=node, now=now)
+        except SampleRejected as e:
+            refused.append((i, e))
             continue
         key = (sample.uuid, sample.taken_at)
         if key in parsed:
             duplicates += 1
             continue
-        parsed[key] = sample
-    if parsed:
-        existing = set(
-            GpuSample.objects.filter(
-                uuid__in={k[0] for k in parsed}, taken_at__in={k[1] for k in parsed}
-            ).values_list("uuid", "taken_at")
-        )
-        fresh = [s for k, s in parsed.items() if k not in existing]
-        duplicates += len(parsed) - len(fresh)
-        # ignore_conflicts covers a concurrent retry of the same batch racing this one.
-        GpuSample.objects.bulk_create(fresh, ignore_conflicts=True, batch_size=2000)
-    else:
-        fresh = []
+        parsed[key] = (i, sample)
+    if parsed and inventory is not None:
+        refused += _check_gpu_identity(parsed, inventory=inventory, now=now)
+    # Teams of the pods' namespaces (the collection's namespaces, never the agent's).
+    namespaces = {sample.namespace for _, sample in parsed.values() if sample.namespace}
+    if namespaces:
+        teams = dict(Namespace.objects.filter(name__in=namespaces).values_list("name", "team_id"))
+        for _, sample in parsed.values():
+            sample.team_id = teams.get(sample.namespace)
+    refused.sort(key=lambda item: item[0])
+    reasons = [f"samples[{i}]: {error}" for i, error in refused]
+    fresh: list[GpuSample] = []
+    with transaction.atomic():
+        if parsed:
+            existing = set(
+                GpuSample.objects.filter(
+                    uuid__in={k[0] for k in parsed}, taken_at__in={k[1] for k in parsed}
+                ).values_list("uuid", "taken_at")
+            )
+            fresh = [sample for k, (_, sample) in parsed.items() if k not in existing]
+            duplicates += len(parsed) - len(fresh)
+            # ignore_conflicts covers a concurrent retry of the same batch racing this one.
+            GpuSample.objects.bulk_create(fresh, ignore_conflicts=True, batch_size=2000)
+            _remember_devices((sample for _, sample in parsed.values()), node=node, now=now)
+        record_rejections(node, [error for _, error in refused], now=now)
 
     dropped = _counter(agent, "dropped_samples")
     skipped = _counter(agent, "skipped_samples")
@@ -384,7 +634,9 @@ def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = Non
             skipped,
         )
     if reasons:
-        logger.warning("rejected %d samples from %s: %s", len(reasons), node, "; ".join(reasons))
+        logger.warning(
+            "rejected %d samples from %s: %s", len(reasons), node, "; ".join(reasons[:20])
+        )
     return IngestResult(
         node=node,
         accepted=len(fresh),
@@ -393,6 +645,7 @@ def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = Non
         agent_version=str(agent.get("version") or "")[:32],
         agent_dropped=dropped,
         agent_skipped=skipped,
+        rejected=len(reasons),
     )
 
 
@@ -881,7 +1134,8 @@ def _daily_rows(first_day: datetime, stop: datetime) -> list[UsageRollup]:
 
 
 def prune_samples(now: datetime | None = None) -> dict[str, int]:
-    """Delete raw samples past ``FAIRSHARE_RETENTION_RAW_DAYS`` and hourly rollups past
+    """Delete raw samples (and ingest rejection counts) past ``FAIRSHARE_RETENTION_RAW_DAYS``
+    and hourly rollups past
     ``FAIRSHARE_RETENTION_HOURLY_DAYS``; daily and monthly rollups are kept. The newest
     CapacitySnapshot is always kept (quota capacity checks read it). Returns deleted counts per
     model."""
@@ -899,6 +1153,8 @@ def prune_samples(now: datetime | None = None) -> dict[str, int]:
         "hourly_rollups": UsageRollup.objects.filter(
             period=RollupPeriod.HOUR, start__lt=hourly_cutoff
         ).delete()[0],
+        "gpu_sample_rejections": GpuSampleRejection.objects.filter(hour__lt=raw_cutoff).delete()[0],
+        "gpu_devices": GpuDevice.objects.filter(last_seen_at__lt=raw_cutoff).delete()[0],
     }
     if any(deleted.values()):
         logger.info("pruned %s", deleted)

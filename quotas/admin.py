@@ -4,6 +4,7 @@ queryset goes through ``visible_to`` like the rest of the app."""
 from django import forms
 from django.contrib import admin
 
+from quotas import members as member_services
 from quotas.models import (
     ApiToken,
     AuditEvent,
@@ -45,9 +46,20 @@ class SiteAdminOnly:
 
 
 class MembershipInline(admin.TabularInline):
+    """Read-only here: members change on the Membership pages, which go through the service."""
+
     model = Membership
     extra = 0
-    autocomplete_fields = ["user"]
+    can_delete = False
+    fields = ["user", "role"]
+    readonly_fields = ["user", "role"]
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 class TeamQuotaForm(forms.ModelForm):
@@ -127,11 +139,48 @@ class PriorityTierAdmin(SiteAdminOnly, admin.ModelAdmin):
     list_display = ["name", "value", "preemption_policy", "reclaimable"]
 
 
+class MembershipAdminForm(forms.ModelForm):
+    class Meta:
+        model = Membership
+        fields = ["user", "team", "role"]
+
+    def clean_user(self):
+        user = self.cleaned_data["user"]
+        if user is not None and not user.is_active:
+            raise forms.ValidationError("Only active users can be added to a team.")
+        return user
+
+
 @admin.register(Membership)
 class MembershipAdmin(SiteAdminOnly, admin.ModelAdmin):
+    """Adds, role changes and removals go through ``quotas.members`` like the team page and the
+    API: audited, and a cluster sync follows (memberships are RoleBindings)."""
+
+    form = MembershipAdminForm
     list_display = ["user", "team", "role"]
     list_filter = ["role"]
     search_fields = ["user__username", "team__slug"]
+    autocomplete_fields = ["user"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Moving a membership to another user or team is a removal and an addition.
+        return ["user", "team"] if obj is not None else []
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            member_services.change_role(obj.team, obj.pk, role=obj.role, actor=request.user)
+        else:
+            saved = member_services.add_member(
+                obj.team, username=obj.user.get_username(), role=obj.role, actor=request.user
+            )
+            obj.pk = saved.pk
+
+    def delete_model(self, request, obj):
+        member_services.remove_member(obj.team, obj.pk, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for membership in queryset.select_related("team"):
+            self.delete_model(request, membership)
 
 
 @admin.register(Namespace)

@@ -24,3 +24,7 @@ class QuotaExceeded(DomainError):
 
 class PermissionDenied(DomainError):
     """The actor may not perform this action on this team."""
+
+
+class SelfDecisionRefused(PermissionDenied):
+    """Separation of duties: an admin may not decide their own quota request."""

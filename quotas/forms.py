@@ -59,9 +59,11 @@ class _ClientTimeZoneMixin:
 
     def client_timezone(self):
         name = (self.data.get(self.add_prefix("tz")) or "").strip() if self.is_bound else ""
+        if not name or len(name) > 64:  # IANA names are short; a long one is not a zone
+            return timezone.get_current_timezone()
         try:
-            return zoneinfo.ZoneInfo(name) if name else timezone.get_current_timezone()
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            return zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
             return timezone.get_current_timezone()
 
     def full_clean(self):

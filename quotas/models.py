@@ -3,6 +3,7 @@ limit policies, priority tiers, quota requests, budgets and the audit trail."""
 
 from __future__ import annotations
 
+from datetime import UTC
 from decimal import Decimal
 
 from django.conf import settings
@@ -12,7 +13,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from quotas.choices import AuditVerb, MembershipRole, PreemptionPolicy, QuotaRequestStatus
-from quotas.fields import QuantityField, dns1123_label
+from quotas.fields import QuantityField, dns1123_label, label_key_errors, label_value_errors
 from quotas.quantities import format_quantity, is_integral_resource, validate_resource_name
 from quotas.querysets import TeamQuerySet, TeamScopedQuerySet
 
@@ -36,6 +37,25 @@ def _check_integral(resource: str, field: str, value: Decimal | None) -> dict[st
     value = _num(value)
     if value is not None and is_integral_resource(resource) and value != value.to_integral_value():
         return {field: f"{resource} is counted in whole devices; {value} is not a whole number."}
+    return {}
+
+
+EARLIEST_YEAR, LATEST_YEAR = 1970, 9000
+
+
+def moment_errors(field: str, value) -> dict[str, str]:
+    """A time must be a real instant in UTC between 1970 and 9000: a local time such as
+    9999-12-31T23:59 at UTC-12 is year 10000 in UTC, which PostgreSQL stores and Python cannot
+    read back (every page listing the row would fail), and date arithmetic near year 9999
+    overflows."""
+    if value is None or not hasattr(value, "astimezone"):
+        return {}
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        utc = None
+    if utc is None or not EARLIEST_YEAR <= utc.year <= LATEST_YEAR:
+        return {field: f"Give a time between {EARLIEST_YEAR} and {LATEST_YEAR} (UTC)."}
     return {}
 
 
@@ -205,9 +225,21 @@ class Namespace(TimestampedModel):
             isinstance(k, str) and isinstance(v, str) for k, v in self.labels.items()
         ):
             raise ValidationError({"labels": "Labels must be a mapping of strings to strings."})
-        for key in self.labels:
+        problems = []
+        for key, value in sorted(self.labels.items()):
             if key.startswith(("app.kubernetes.io/managed-by", "fairshare.io/")):
-                raise ValidationError({"labels": f"Label {key!r} is reserved for Fairshare."})
+                problems.append(f"Label {key!r} is reserved for Fairshare.")
+            elif key == "kubernetes.io/metadata.name":
+                problems.append(f"Label {key!r} is set by Kubernetes to the namespace's name.")
+            # Kubernetes would refuse these at apply time; say so now, naming the label.
+            shown_key, shown_value = key[:80], value[:80]  # the whole text if it is short
+            problems += [f"Label key {shown_key!r}: {why}." for why in label_key_errors(key)]
+            problems += [
+                f"Label {shown_key!r} value {shown_value!r}: {why}."
+                for why in label_value_errors(value)
+            ]
+        if problems:
+            raise ValidationError({"labels": problems})
 
 
 class TeamQuota(TimestampedModel):
@@ -387,6 +419,10 @@ class QuotaRequest(TimestampedModel):
 
     def clean(self) -> None:
         super().clean()
+        errors = moment_errors("window_start", self.window_start)
+        errors |= moment_errors("window_end", self.window_end)
+        if errors:
+            raise ValidationError(errors)
         if self.window_start and not self.window_end:
             raise ValidationError({"window_end": "A temporary request needs an end."})
         if self.window_start and self.window_end and self.window_end <= self.window_start:

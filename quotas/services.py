@@ -40,7 +40,12 @@ from django.utils import timezone
 from monitoring.models import CapacitySnapshot
 from quotas import notify
 from quotas.choices import AuditVerb, QuotaRequestStatus
-from quotas.exceptions import InvalidTransition, PermissionDenied, QuotaExceeded
+from quotas.exceptions import (
+    InvalidTransition,
+    PermissionDenied,
+    QuotaExceeded,
+    SelfDecisionRefused,
+)
 from quotas.models import AuditEvent, QuotaRequest, QuotaRequestLine, Team, TeamQuota
 from quotas.quantities import format_quantity, parse_quantity, validate_resource_name
 from quotas.querysets import is_site_admin
@@ -603,6 +608,44 @@ def _apply_lines(request: QuotaRequest, *, now: datetime) -> None:
         line.save()
 
 
+SOD_EXCEPTION_NOTE = (
+    "Decided by its own requester, the only active site admin "
+    "(separation-of-duties exception, FAIRSHARE_SEPARATION_OF_DUTIES=sole-admin)."
+)
+
+
+def active_site_admin_count() -> int:
+    from django.contrib.auth import get_user_model
+    from django.db.models import Q
+
+    return (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(Q(is_superuser=True) | Q(groups__name=settings.ADMINS_GROUP))
+        .distinct()
+        .count()
+    )
+
+
+def check_separation_of_duties(request: QuotaRequest, decider) -> bool:
+    """May ``decider`` (a site admin) decide ``request``? Return True when they may only by
+    the sole-admin exception (the caller audits it), False when no exception was needed.
+
+    ``FAIRSHARE_SEPARATION_OF_DUTIES``: ``strict`` (nobody decides their own request),
+    ``sole-admin`` (the default: unless they are the only active site admin) or ``off``.
+    Raises SelfDecisionRefused otherwise.
+    """
+    mode = getattr(settings, "FAIRSHARE_SEPARATION_OF_DUTIES", "sole-admin")
+    if mode == "off" or request.requester_id != decider.pk:
+        return False
+    if mode == "sole-admin" and active_site_admin_count() == 1:
+        return True
+    raise SelfDecisionRefused(
+        f"You requested #{request.pk} yourself; another site admin must decide it "
+        "(separation of duties)."
+    )
+
+
 def approve_request(
     request_id: int,
     *,
@@ -624,6 +667,7 @@ def approve_request(
     with transaction.atomic():
         capacity_lock()
         request = _lock_request(request_id)
+        self_decided = check_separation_of_duties(request, approver)
         if request.status != QuotaRequestStatus.PENDING:
             raise InvalidTransition(f"Request #{request.pk} is {request.status}, not pending.")
         if request.window_end is not None and request.window_end <= now:
@@ -683,7 +727,7 @@ def approve_request(
             team=request.team,
             before=before,
             after=quota_state(request.team) | {"request": request_state(request)},
-            note=note,
+            note=f"{SOD_EXCEPTION_NOTE} {note}".strip() if self_decided else note,
         )
         notify_quota_changed([request.team_id], "approve")
         notify.request_decided(request, actor=approver)
@@ -702,11 +746,14 @@ def reject_request(request_id: int, *, approver, note: str, now: datetime | None
         raise ValidationError({"note": "Give the team a reason for the rejection."})
     with transaction.atomic():
         request = _lock_request(request_id)
+        self_decided = check_separation_of_duties(request, approver)
         if request.status != QuotaRequestStatus.PENDING:
             raise InvalidTransition(f"Request #{request.pk} is {request.status}, not pending.")
         request.status = QuotaRequestStatus.REJECTED
         request.decided_by, request.decided_at, request.decision_note = approver, now, note.strip()
         request.save()
+        if self_decided:
+            note = f"{SOD_EXCEPTION_NOTE} {note}"
         audit(actor=approver, verb=AuditVerb.REJECT, obj=request, team=request.team, note=note)
         notify.request_decided(request, actor=approver)
     return request

@@ -2,6 +2,15 @@
 
 A token reads ``fs_<prefix>_<secret>``; only its SHA-256 is stored, with the prefix for display.
 The secret has 256 bits of entropy, so a plain (unsalted) hash is safe and makes lookup O(1).
+
+Hygiene rules (so a leaked token does not live for ever):
+
+* Every token expires. Without ``expires_at`` it gets ``FAIRSHARE_TOKEN_DEFAULT_DAYS`` (90);
+  an expiry in the past, or later than ``FAIRSHARE_TOKEN_MAX_DAYS`` (365) ahead, is refused.
+  Tokens stored before this rule without an expiry stop working ``FAIRSHARE_TOKEN_MAX_DAYS``
+  after their creation.
+* Tokens are created by a person signed in with a session, never with another token: otherwise
+  a stolen token could mint a fresh one and outlive its own revocation.
 """
 
 from __future__ import annotations
@@ -10,8 +19,9 @@ import hashlib
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -49,16 +59,31 @@ def issue_token(
     node: str = "",
     expires_at: datetime | None = None,
     actor=None,
+    via_token: ApiToken | None = None,
+    now: datetime | None = None,
 ) -> IssuedToken:
     """Create a token. Users create personal tokens for themselves; only admins create service
-    and node-agent tokens. Raises PermissionDenied or ValidationError (field-keyed)."""
+    and node-agent tokens; nobody creates one while authenticated by a token (``via_token``).
+    Raises PermissionDenied or ValidationError (field-keyed)."""
     from quotas.services import audit
 
+    if via_token is not None:
+        raise PermissionDenied(
+            "Tokens cannot create tokens: sign in with your password to create one."
+        )
     actor = actor or owner
+    now = now or timezone.now()
     scopes = sorted(set(scopes))
     errors = {}
     if not (name or "").strip():
         errors["name"] = "Give the token a name."
+    longest = timedelta(days=max_lifetime_days())
+    if expires_at is None:
+        expires_at = now + timedelta(days=min(default_lifetime_days(), longest.days))
+    elif expires_at <= now:
+        errors["expires_at"] = "The expiry must be in the future."
+    elif expires_at > now + longest:
+        errors["expires_at"] = f"Tokens live at most {longest.days} days; choose an earlier expiry."
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown:
         errors["scopes"] = f"Unknown scopes {', '.join(unknown)}; allowed: {', '.join(SCOPES)}."
@@ -93,9 +118,30 @@ def issue_token(
             verb=AuditVerb.CREATE,
             obj=token,
             team=None,
-            after={"name": token.name, "kind": kind, "scopes": scopes, "node": node},
+            after={
+                "name": token.name,
+                "kind": kind,
+                "scopes": scopes,
+                "node": node,
+                "expires_at": expires_at.isoformat(),
+            },
         )
     return IssuedToken(token, raw)
+
+
+def default_lifetime_days() -> int:
+    return int(getattr(settings, "FAIRSHARE_TOKEN_DEFAULT_DAYS", 90))
+
+
+def max_lifetime_days() -> int:
+    return int(getattr(settings, "FAIRSHARE_TOKEN_MAX_DAYS", 365))
+
+
+def expiry_of(token: ApiToken) -> datetime:
+    """When the token stops working: its expiry, or (stored without one) the longest life."""
+    if token.expires_at is not None:
+        return token.expires_at
+    return token.created + timedelta(days=max_lifetime_days())
 
 
 def authenticate_token(raw: str, *, now: datetime | None = None) -> ApiToken | None:
@@ -110,7 +156,7 @@ def authenticate_token(raw: str, *, now: datetime | None = None) -> ApiToken | N
     )
     if token is None or not token.user.is_active:
         return None
-    if token.expires_at is not None and token.expires_at <= now:
+    if expiry_of(token) <= now:
         return None
     # Throttle the write: one update per minute per token is plenty for "last used".
     if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:

@@ -33,7 +33,12 @@ from quotas import members as member_services
 from quotas import services as quota_services
 from quotas.access import get_team_for_user
 from quotas.choices import QuotaRequestStatus
-from quotas.exceptions import InvalidTransition, PermissionDenied, QuotaExceeded
+from quotas.exceptions import (
+    InvalidTransition,
+    PermissionDenied,
+    QuotaExceeded,
+    SelfDecisionRefused,
+)
 from quotas.forms import (
     DecisionForm,
     MemberAddForm,
@@ -51,6 +56,7 @@ from quotas.querysets import is_site_admin
 from quotas.rebalance import rebalance as rebalance_service
 from scheduling.exceptions import DomainError as SchedulingError
 from scheduling.models import ShareComputation, ShareSnapshot, SyncRun
+from scheduling.visibility import sees_every_share, share_slugs
 
 logger = logging.getLogger(__name__)
 
@@ -84,11 +90,16 @@ def _safe_next(request, default: str) -> str:
 # --------------------------------------------------------------------------- what-if display
 
 
-def present_whatif(data: dict | None, *, focus: str | None = None) -> dict | None:
+def present_whatif(
+    data: dict | None, *, focus: str | None = None, visible: frozenset[str] | None = None
+) -> dict | None:
     """Turn ``WhatIf.to_dict()`` (fresh or stored) into rows the partial displays.
 
     ``focus`` is the team the change is for: its rows come first. Other teams are listed only
-    when their fair allocation changes. Returns None for an empty (never computed) preview.
+    when their fair allocation changes. ``visible`` (``scheduling.visibility.share_slugs``) are
+    the teams the viewer may see by name; the others' changes are summed into one anonymous
+    ``others`` line (None: every team by name). Returns None for an empty (never computed)
+    preview.
     """
     if not data:
         return None
@@ -125,6 +136,10 @@ def present_whatif(data: dict | None, *, focus: str | None = None) -> dict | Non
                 or before.get("weight") != after.get("weight"),
             }
         )
+
+    def named(slug) -> bool:
+        return visible is None or slug == focus or slug in visible
+
     losers = [
         {
             "slug": slug,
@@ -133,17 +148,61 @@ def present_whatif(data: dict | None, *, focus: str | None = None) -> dict | Non
             ],
         }
         for slug, amounts in sorted(data.get("losers", {}).items())
-        if slug != focus
+        if slug != focus and named(slug)
     ]
+    hidden_losses: dict[str, Decimal] = defaultdict(Decimal)
+    for slug, amounts in data.get("losers", {}).items():
+        if slug != focus and not named(slug):
+            for resource, amount in amounts.items():
+                hidden_losses[resource] += _decimal(amount)
+    if any(amount > 0 for amount in hidden_losses.values()):
+        losers.append(
+            {
+                "slug": None,  # "other teams", together
+                "amounts": [
+                    {"resource": r, "amount": str(a)}
+                    for r, a in sorted(hidden_losses.items())
+                    if a > 0
+                ],
+            }
+        )
     focused = next((t for t in teams if t["slug"] == focus), None)
+    hidden = [t for t in teams if t["changed"] and not named(t["slug"])]
     return {
         "computed_at": _parse_time(data.get("computed_at")),
         "usage_taken_at": _parse_time(data.get("usage_taken_at")),
         "focus": focused,
-        "changed_teams": [t for t in teams if t["changed"] and t["slug"] != focus],
+        "changed_teams": [
+            t for t in teams if t["changed"] and t["slug"] != focus and named(t["slug"])
+        ],
+        "others": _sum_rows(hidden) if hidden else None,
         "losers": [loser for loser in losers if loser["amounts"]],
         "flags": data.get("flags", []),
         "blocking": any(f.get("kind") == "guarantees-over-capacity" for f in data.get("flags", [])),
+    }
+
+
+def _sum_rows(teams: list[dict]) -> dict:
+    """The per-resource before/after/change of several teams' preview rows, summed."""
+    totals: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0)] * 3)
+    for team in teams:
+        for row in team["rows"]:
+            total = totals[row["resource"]]
+            total[0] += _decimal(row["before"])
+            total[1] += _decimal(row["after"])
+            total[2] += _decimal(row["delta"])
+    return {
+        "rows": [
+            {
+                "resource": resource,
+                "before": str(before),
+                "after": str(after),
+                "delta": str(delta),
+                "lost": delta < 0,
+                "moved": delta != 0,
+            }
+            for resource, (before, after, delta) in sorted(totals.items())
+        ]
     }
 
 
@@ -156,12 +215,12 @@ def _parse_time(value: str | None) -> datetime | None:
         return None
 
 
-def _whatif(changes: dict, *, focus: str | None = None) -> dict:
+def _whatif(changes: dict, *, viewer, focus: str | None = None) -> dict:
     """Run ``what_if``; a problem becomes ``{"error": ...}`` (shown instead of the preview)."""
     from scheduling.services import what_if
 
     try:
-        return present_whatif(what_if(changes).to_dict(), focus=focus)
+        return present_whatif(what_if(changes).to_dict(), focus=focus, visible=share_slugs(viewer))
     except ValidationError as e:
         return {"error": " ".join(e.messages)}
     except SchedulingError as e:
@@ -270,6 +329,7 @@ def home(request):
     shares_at = next(iter(shares.values())).computed_at if shares else None
 
     rows = []
+    shown = {team.pk for team in teams}
     for team in teams:
         share = shares.get(team.pk)
         fair = share.fair_allocation if share else {}
@@ -298,6 +358,8 @@ def home(request):
             {
                 "team": team,
                 "role": team.my_role or ("admin" if admin else "lead (department)"),
+                # The department's slug only for those who can see it.
+                "parent_visible": team.parent_id is not None and (admin or team.parent_id in shown),
                 "share": share,
                 "resources": resources,
                 "gpu_allocated": gpu["allocated"] if gpu else Decimal(0),
@@ -326,10 +388,18 @@ def home(request):
         sort = "team"
     rows.sort(key=DASHBOARD_SORTS[sort.lstrip("-")], reverse=sort.startswith("-"))
     page = Paginator(rows, DASHBOARD_PAGE_SIZE).get_page(request.GET.get("page"))
-    charted = sorted(
-        (row for row in rows if row["share"]),
-        key=lambda row: (-row["share"].dominant_share, row["team"].slug),
-    )[:DASHBOARD_CHART_TEAMS]
+    # The chart shows the fair-share numbers the user may see: their teams' (in the table), or
+    # with FAIRSHARE_SHARE_VISIBILITY=all every active team's.
+    shared = [(row["team"].slug, row["share"]) for row in rows if row["share"]]
+    if not admin and sees_every_share(user):
+        shared = [
+            (snapshot.team.slug, snapshot)
+            for snapshot in ShareSnapshot.objects.filter(
+                computation_id=Subquery(latest_computation), team__active=True
+            ).select_related("team")
+        ]
+    ordered = sorted(shared, key=lambda pair: (-pair[1].dominant_share, pair[0]))
+    charted = ordered[:DASHBOARD_CHART_TEAMS]
     idle_alerts = list(
         IdleGpuAlert.objects.visible_to(user)
         .filter(status=AlertStatus.OPEN)
@@ -339,15 +409,15 @@ def home(request):
     chart = {
         "type": "bar",
         "unit": "%",
-        "labels": [row["team"].slug for row in charted],
+        "labels": [slug for slug, _ in charted],
         "datasets": [
             {
                 "label": "Dominant share now",
-                "data": [round(row["share"].dominant_share * 100, 2) for row in charted],
+                "data": [round(share.dominant_share * 100, 2) for _, share in charted],
             },
             {
                 "label": "Fair share (DRF)",
-                "data": [round(row["share"].fair_share * 100, 2) for row in charted],
+                "data": [round(share.fair_share * 100, 2) for _, share in charted],
             },
         ],
     }
@@ -360,7 +430,7 @@ def home(request):
             "page": page,
             "sort": sort,
             "team_count": len(rows),
-            "chart_truncated": len(charted) < sum(1 for row in rows if row["share"]),
+            "chart_truncated": len(charted) < len(ordered),
             "capacity": capacity,
             "capacity_rows": capacity_rows,
             "flavors": sorted((capacity.flavors or {}).items()) if capacity else [],
@@ -526,10 +596,19 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
         ),
         "gpu_alerts": current_gpu_alerts(team=team, now=now),
         "quota_requests": list(requests_qs),
-        "audit_events": list(AuditEvent.objects.filter(team=team)[:AUDIT_ROWS]),
+        # The audit trail (with before/after) is for the team's leads and admins, as in the API.
+        "audit_events": (
+            list(AuditEvent.objects.filter(team=team)[:AUDIT_ROWS]) if can_write else []
+        ),
         "chart": _usage_chart(team, quotas, now=now),
         "chart_days": CHART_DAYS,
-        "children": list(team.children.filter(active=True).order_by("slug")),
+        # Name only what the viewer may open: a department's member sees the department, not
+        # necessarily its teams; a team's member not necessarily its department.
+        "children": list(
+            Team.objects.visible_to(request.user).filter(parent=team, active=True).order_by("slug")
+        ),
+        "parent_visible": team.parent_id is not None
+        and Team.objects.visible_to(request.user).filter(pk=team.parent_id).exists(),
     }
     context.update(extra)
     return context
@@ -700,7 +779,7 @@ def quotarequest_preview(request, slug: str):
                 "guarantee": {line.resource: line.guarantee for line in lines},
                 "limit": {line.resource: line.limit for line in lines},
             }
-            whatif = _whatif({team.slug: change}, focus=team.slug)
+            whatif = _whatif({team.slug: change}, viewer=request.user, focus=team.slug)
     return render(
         request, "_partials/whatif.html", {"whatif": whatif, "hint": hint, "focus": team.slug}
     )
@@ -759,13 +838,18 @@ def _detail_context(request, quota_request: QuotaRequest, form: DecisionForm | N
     pending = quota_request.status == QuotaRequestStatus.PENDING
     if pending and admin and form is None:
         form = DecisionForm(quota_request=quota_request)
+    visible = share_slugs(request.user)
     return {
         "quota_request": quota_request,
         "is_admin": admin,
         "can_withdraw": _can_withdraw(request.user, quota_request),
         "decision_form": form if pending and admin else None,
-        "stored_preview": present_whatif(quota_request.preview, focus=quota_request.team.slug),
-        "whatif": present_whatif(_request_preview(quota_request), focus=quota_request.team.slug)
+        "stored_preview": present_whatif(
+            quota_request.preview, focus=quota_request.team.slug, visible=visible
+        ),
+        "whatif": present_whatif(
+            _request_preview(quota_request), focus=quota_request.team.slug, visible=visible
+        )
         if pending
         else None,
         "audit_events": list(
@@ -888,6 +972,8 @@ def quotarequest_decide(request, pk: int):
         except InvalidTransition as e:
             messages.error(request, str(e))
             return redirect("quotas:quotarequest", pk=quota_request.pk)
+        except SelfDecisionRefused as e:
+            form.add_error(None, str(e))
         except PermissionDenied as e:
             raise HttpForbidden(str(e)) from e
         else:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import django_filters as filters
-
 from monitoring.models import (
     CapacitySnapshot,
     ChargebackStatement,
@@ -12,10 +10,10 @@ from monitoring.models import (
     UsageRollup,
     UsageSample,
 )
-from quotas.api.filtersets import TeamSlugFilter, UtcDateTimeFilter
+from quotas.api.filtersets import FilterSet, TeamSlugFilter, UtcDateTimeFilter
 
 
-class UsageSampleFilterSet(filters.FilterSet):
+class UsageSampleFilterSet(FilterSet):
     team = TeamSlugFilter()
     taken_after = UtcDateTimeFilter(field_name="taken_at", lookup_expr="gte")
     taken_before = UtcDateTimeFilter(field_name="taken_at", lookup_expr="lt")
@@ -25,7 +23,7 @@ class UsageSampleFilterSet(filters.FilterSet):
         fields = ["namespace", "resource", "flavor"]
 
 
-class UsageRollupFilterSet(filters.FilterSet):
+class UsageRollupFilterSet(FilterSet):
     team = TeamSlugFilter()
     start_after = UtcDateTimeFilter(field_name="start", lookup_expr="gte")
     start_before = UtcDateTimeFilter(field_name="start", lookup_expr="lt")
@@ -35,7 +33,7 @@ class UsageRollupFilterSet(filters.FilterSet):
         fields = ["period", "namespace", "resource", "flavor"]
 
 
-class GpuSampleFilterSet(filters.FilterSet):
+class GpuSampleFilterSet(FilterSet):
     team = TeamSlugFilter()
     taken_after = UtcDateTimeFilter(field_name="taken_at", lookup_expr="gte")
     taken_before = UtcDateTimeFilter(field_name="taken_at", lookup_expr="lt")
@@ -46,7 +44,7 @@ class GpuSampleFilterSet(filters.FilterSet):
         fields = ["node", "uuid", "namespace", "pod", "model"]
 
 
-class CapacitySnapshotFilterSet(filters.FilterSet):
+class CapacitySnapshotFilterSet(FilterSet):
     taken_after = UtcDateTimeFilter(field_name="taken_at", lookup_expr="gte")
     taken_before = UtcDateTimeFilter(field_name="taken_at", lookup_expr="lt")
 
@@ -55,7 +53,7 @@ class CapacitySnapshotFilterSet(filters.FilterSet):
         fields = ["source"]
 
 
-class RateCardFilterSet(filters.FilterSet):
+class RateCardFilterSet(FilterSet):
     valid_at = UtcDateTimeFilter(method="filter_valid_at", help_text="Rates valid then.")
 
     class Meta:
@@ -70,7 +68,7 @@ class RateCardFilterSet(filters.FilterSet):
         )
 
 
-class ChargebackStatementFilterSet(filters.FilterSet):
+class ChargebackStatementFilterSet(FilterSet):
     start_after = UtcDateTimeFilter(field_name="start", lookup_expr="gte")
     start_before = UtcDateTimeFilter(field_name="start", lookup_expr="lt")
 

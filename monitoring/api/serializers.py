@@ -8,6 +8,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from config.api import StrictCharField, StrictModelSerializer
 from monitoring.chargeback import MAX_PERIOD
 from monitoring.domain.chargeback import CSV_COLUMNS, GROUP_FIELDS
 from monitoring.models import (
@@ -21,8 +22,8 @@ from monitoring.models import (
 from quotas.api.fields import AmountMapField, QuantityField, canonical_amounts
 
 
-class UsageSampleSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+class UsageSampleSerializer(StrictModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     allocated = QuantityField(read_only=True)
     pending = QuantityField(read_only=True)
 
@@ -40,8 +41,8 @@ class UsageSampleSerializer(serializers.ModelSerializer):
         ]
 
 
-class UsageRollupSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+class UsageRollupSerializer(StrictModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = UsageRollup
@@ -62,8 +63,8 @@ class UsageRollupSerializer(serializers.ModelSerializer):
         ]
 
 
-class GpuSampleSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+class GpuSampleSerializer(StrictModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = GpuSample
@@ -90,7 +91,7 @@ class GpuSampleSerializer(serializers.ModelSerializer):
 class IngestBatchSerializer(serializers.Serializer):
     """The node agent's batch (monitoring.collectors.agent); the service validates the samples."""
 
-    node = serializers.CharField()
+    node = StrictCharField()
     agent = serializers.DictField(required=False)
     samples = serializers.ListField(child=serializers.DictField(), required=False)
 
@@ -103,6 +104,7 @@ class IngestResultSerializer(serializers.Serializer):
     agent_version = serializers.CharField()
     agent_dropped = serializers.IntegerField()
     agent_skipped = serializers.IntegerField()
+    rejected = serializers.IntegerField(help_text="Samples refused (reasons above).")
 
 
 @extend_schema_field(
@@ -116,7 +118,7 @@ class FlavorMapField(serializers.ReadOnlyField):
         return {flavor: canonical_amounts(amounts) for flavor, amounts in (value or {}).items()}
 
 
-class CapacitySnapshotSerializer(serializers.ModelSerializer):
+class CapacitySnapshotSerializer(StrictModelSerializer):
     resources = AmountMapField()
     flavors = FlavorMapField()
 
@@ -125,7 +127,7 @@ class CapacitySnapshotSerializer(serializers.ModelSerializer):
         fields = ["id", "taken_at", "source", "resources", "flavors", "nodes"]
 
 
-class RateCardSerializer(serializers.ModelSerializer):
+class RateCardSerializer(StrictModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="monitoring-api:ratecard-detail")
 
     class Meta:
@@ -175,7 +177,7 @@ class MomentField(serializers.Field):
         return value.isoformat()
 
 
-class GroupByField(serializers.CharField):
+class GroupByField(StrictCharField):
     """Comma-separated subset of team, cost_center, resource, flavor, namespace."""
 
     def to_internal_value(self, data) -> tuple[str, ...]:
@@ -240,7 +242,7 @@ class ChargebackReportSerializer(serializers.Serializer):
 
 
 class StatementCreateSerializer(serializers.Serializer):
-    month = serializers.CharField(help_text="The month to freeze, YYYY-MM (UTC).")
+    month = StrictCharField(help_text="The month to freeze, YYYY-MM (UTC).")
     group_by = GroupByField(required=False, help_text="Default: team.")
 
     def validate(self, attrs):
@@ -249,16 +251,19 @@ class StatementCreateSerializer(serializers.Serializer):
 
     def validate_month(self, value) -> date:
         try:
-            return datetime.strptime(value, "%Y-%m").date()
+            month = datetime.strptime(value, "%Y-%m").date()
         except ValueError:
             raise serializers.ValidationError("Give the month as YYYY-MM.") from None
+        if not 1970 <= month.year <= 9000:  # MomentField's years: the next month must exist
+            raise serializers.ValidationError("Give a month from 1970 to 9000.")
+        return month
 
 
-class ChargebackStatementSerializer(serializers.ModelSerializer):
+class ChargebackStatementSerializer(StrictModelSerializer):
     url = serializers.HyperlinkedIdentityField(
         view_name="monitoring-api:chargebackstatement-detail"
     )
-    frozen_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    frozen_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     group_by = serializers.SerializerMethodField()
 
     class Meta:

@@ -40,14 +40,20 @@ Rules (Kubernetes semantics):
   namespaces belong to ``"unassigned"``. Every mapped namespace appears in the output (with empty
   usage if it has no pods), plus every namespace that has a non-terminal pod.
 
+* **GPU inventory**: nodes with GPUs (the ``nvidia.com/gpu.count`` label, else allocatable
+  ``nvidia.com/gpu``; the ``nvidia.com/gpu.product`` label) and the bound pods that request GPUs
+  or MIG slices, by node, namespace, name and UID. A node agent may report only these.
+
 Scale: ``aggregate`` reads ``nodes`` once into a name → flavor map (thousands) and then streams
-``pods`` in a single pass (hundreds of thousands), keeping only per-namespace sums, so memory does
-not grow with the number of pods. Parsed quantity strings are cached per call: the same ``"500m"``
+``pods`` in a single pass (hundreds of thousands), keeping only per-namespace sums and the names
+of the pods that hold GPUs (bounded by the GPUs and MIG slices), so memory does not grow with the
+number of pods. Parsed quantity strings are cached per call: the same ``"500m"``
 appears on most pods.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -57,11 +63,15 @@ __all__ = [
     "GPU_PRODUCT_LABEL",
     "UNASSIGNED",
     "ClusterUsage",
+    "GpuNode",
+    "GpuPod",
     "NamespaceUsage",
     "NodeCapacity",
     "TeamUsage",
     "aggregate",
     "cached_parser",
+    "gpu_node",
+    "is_gpu_request",
     "json_number",
     "node_capacity",
     "parse_list_dump",
@@ -115,6 +125,30 @@ class TeamUsage:
 
 
 @dataclass(frozen=True)
+class GpuNode:
+    """A node with GPUs: how many physical GPUs the cluster says it has, and their product.
+
+    ``gpus`` is the ``nvidia.com/gpu.count`` label (GPU feature discovery; it counts physical
+    GPUs also when MIG slices are what is allocatable), else the node's allocatable (or
+    capacity) ``nvidia.com/gpu``. ``product`` is the ``nvidia.com/gpu.product`` label or None.
+    """
+
+    name: str
+    gpus: int
+    product: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPod:
+    """A pod bound to a node that requests GPUs (``*/gpu`` or MIG ``*/mig-*`` resources)."""
+
+    node: str
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
 class ClusterUsage:
     """Aggregate of one cluster observation.
 
@@ -138,6 +172,10 @@ class ClusterUsage:
     namespace_flavors: Mapping[str, Mapping[str, Mapping[str, Decimal]]] = field(
         default_factory=dict
     )
+    # What GPU samples are checked against (monitoring.services.ingest_gpu_batch): every node
+    # that has GPUs, Ready or not (its pods still hold them), and every bound pod asking for GPUs.
+    gpu_nodes: Mapping[str, GpuNode] = field(default_factory=dict)
+    gpu_pods: tuple[GpuPod, ...] = ()
 
     def to_json_dict(self, *, include_teams: bool = False) -> dict[str, Any]:
         """Render the ``collect_usage --print`` document (sorted keys, :func:`json_number` values).
@@ -316,6 +354,38 @@ def node_capacity(node: Mapping[str, Any], parse_quantity: ParseQuantity) -> Nod
     )
 
 
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+_GPU = "nvidia.com/gpu"
+
+
+def is_gpu_request(resource: str) -> bool:
+    """True for whole GPUs (``*/gpu``) and MIG slices (``*/mig-*``)."""
+    return resource.endswith("/gpu") or "/mig-" in resource
+
+
+def gpu_node(node: Mapping[str, Any], parse_quantity: ParseQuantity) -> GpuNode | None:
+    """The node's GPUs (see :class:`GpuNode`), or None when the cluster counts none."""
+    metadata = node.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    status = node.get("status") or {}
+    count = 0
+    label = labels.get(GPU_COUNT_LABEL)
+    if isinstance(label, str) and label.isascii() and label.isdigit():
+        count = int(label)
+    else:
+        for key in ("allocatable", "capacity"):
+            raw = (status.get(key) or {}).get(_GPU)
+            if raw is not None:
+                amount = parse_quantity(raw)
+                count = int(amount) if amount > 0 else 0
+                break
+    if count <= 0:
+        return None
+    return GpuNode(
+        name=metadata.get("name", ""), gpus=count, product=labels.get(GPU_PRODUCT_LABEL) or None
+    )
+
+
 def parse_list_dump(doc: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Split a ``kubectl get nodes,pods -A -o json`` document into ``(nodes, pods)``.
 
@@ -359,6 +429,8 @@ def aggregate(
        node flavor), else to its ``pending``.
     3. Name each namespace's team (``namespace_teams``, else ``"unassigned"``); sum namespaces into
        teams and the per-namespace flavor sums into ``flavor_allocated``.
+    4. Along the way, keep the GPU inventory that node agents' samples are checked against: every
+       node with GPUs (:func:`gpu_node`) and every bound pod requesting GPUs (``gpu_pods``).
 
     Invariants: deterministic for the same input (pod order does not matter); Σ over namespaces
     of ``allocated`` equals Σ over teams; no resource is dropped (a pod asking for something no
@@ -371,9 +443,14 @@ def aggregate(
     flavors: dict[str, Resources] = {}
     node_flavor: dict[str, str | None] = {}
     excluded: list[str] = []
+    gpu_nodes: dict[str, GpuNode] = {}
+    gpu_pods: list[GpuPod] = []
     for node in nodes:
         info = node_capacity(node, parse)
         node_flavor[info.name] = info.flavor
+        gpus = gpu_node(node, parse)
+        if gpus is not None:
+            gpu_nodes[gpus.name] = gpus
         if not info.schedulable:
             excluded.append(info.name)
             continue
@@ -390,11 +467,22 @@ def aggregate(
         if status.get("phase") in _FINISHED_PHASES:
             counts["finished"] += 1
             continue
-        namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+        metadata = pod.get("metadata") or {}
+        namespace = metadata.get("namespace") or "default"
         request = pod_request(pod, parse)
         node_name = (pod.get("spec") or {}).get("nodeName")
         if node_name:
             counts["allocated"] += 1
+            if any(amount > 0 and is_gpu_request(name) for name, amount in request.items()):
+                # Interned: thousands of pods share a node and a namespace name.
+                gpu_pods.append(
+                    GpuPod(
+                        node=sys.intern(node_name),
+                        namespace=sys.intern(namespace),
+                        name=metadata.get("name") or "",
+                        uid=metadata.get("uid") or "",
+                    )
+                )
             if namespace not in allocated:
                 allocated[namespace] = {}
                 pending[namespace] = {}
@@ -437,4 +525,6 @@ def aggregate(
         excluded_nodes=tuple(sorted(excluded)),
         pod_counts=counts,
         namespace_flavors=namespace_flavors,
+        gpu_nodes=dict(sorted(gpu_nodes.items())),
+        gpu_pods=tuple(sorted(gpu_pods, key=lambda p: (p.node, p.namespace, p.name, p.uid))),
     )

@@ -42,7 +42,9 @@ class TokenKindPolicy(permissions.BasePermission):
     """Node-agent tokens may only reach views that declare ``allow_node_agent = True``; service
     tokens are read-only except on views that declare the scope they need for writing
     (``write_scope``), and reach a view only when it lists one of their scopes in
-    ``read_scopes`` (``read:all`` reaches every read)."""
+    ``read_scopes`` (``read:all`` reaches every read). Views that declare
+    ``people_only = True`` (the token endpoints) refuse service and node-agent tokens
+    altogether: no scope lets a token read other tokens."""
 
     message = "This token may not be used here."
 
@@ -50,6 +52,8 @@ class TokenKindPolicy(permissions.BasePermission):
         token = token_of(request)
         if token is None or token.kind == ApiToken.Kind.PERSONAL:
             return True
+        if getattr(view, "people_only", False):
+            return False
         scopes = set(token.scopes)
         if token.kind == ApiToken.Kind.NODE_AGENT:
             return bool(getattr(view, "allow_node_agent", False))

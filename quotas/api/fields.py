@@ -82,3 +82,27 @@ class VisibleTeamField(serializers.SlugRelatedField):
     def get_queryset(self):
         request = self.context.get("request")
         return Team.objects.visible_to(getattr(request, "user", None))
+
+
+class DepartmentField(serializers.SlugRelatedField):
+    """A team's department by slug; read as null when the requesting user cannot see it (a
+    member of one team does not learn its department's name), written by admins as any slug."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("slug_field", "slug")
+        super().__init__(**kwargs)
+
+    def to_representation(self, value):
+        if value.pk not in self._visible_ids():
+            return None
+        return super().to_representation(value)
+
+    def _visible_ids(self):
+        # One query per response, shared by every row of a list (they share the context).
+        cached = self.context.get("_visible_team_ids")
+        if cached is None:
+            request = self.context.get("request")
+            user = getattr(request, "user", None)
+            cached = set(Team.objects.visible_to(user).values_list("pk", flat=True))
+            self.context["_visible_team_ids"] = cached
+        return cached

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from quotas.api.fields import QuantityField, VisibleTeamField
+from config.api import StrictCharField, StrictModelSerializer
+from quotas.api.fields import DepartmentField, QuantityField, VisibleTeamField
 from quotas.models import (
     ApiToken,
     AuditEvent,
@@ -21,10 +21,8 @@ from quotas.models import (
 from quotas.services import check_hierarchy
 from quotas.tokens import SCOPES
 
-User = get_user_model()
 
-
-class PriorityTierSerializer(serializers.ModelSerializer):
+class PriorityTierSerializer(StrictModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="quotas-api:prioritytier-detail")
 
     class Meta:
@@ -42,13 +40,11 @@ class PriorityTierSerializer(serializers.ModelSerializer):
         ]
 
 
-class TeamSerializer(serializers.ModelSerializer):
+class TeamSerializer(StrictModelSerializer):
     url = serializers.HyperlinkedIdentityField(
         view_name="quotas-api:team-detail", lookup_field="slug"
     )
-    parent = serializers.SlugRelatedField(
-        slug_field="slug", queryset=Team.objects.all(), allow_null=True, required=False
-    )
+    parent = DepartmentField(queryset=Team.objects.all(), allow_null=True, required=False)
     tier = serializers.SlugRelatedField(
         slug_field="name", queryset=PriorityTier.objects.all(), allow_null=True, required=False
     )
@@ -87,7 +83,7 @@ class TeamSerializer(serializers.ModelSerializer):
         ]
 
 
-class NamespaceSerializer(serializers.ModelSerializer):
+class NamespaceSerializer(StrictModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="quotas-api:namespace-detail")
     team = VisibleTeamField()
 
@@ -107,16 +103,29 @@ class NamespaceSerializer(serializers.ModelSerializer):
         ]
 
 
-class MembershipSerializer(serializers.ModelSerializer):
+class UsernameField(StrictCharField):
+    """A user by username. Written as plain text, which the membership service looks up only
+    after it has checked that the caller manages the team, so the answer never tells someone
+    who may not add members whether a username exists."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("max_length", 150)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value):
+        return value.get_username()
+
+
+class MembershipSerializer(StrictModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="quotas-api:membership-detail")
     team = VisibleTeamField()
-    user = serializers.SlugRelatedField(
-        slug_field="username", queryset=User.objects.filter(is_active=True)
-    )
+    user = UsernameField()
 
     class Meta:
         model = Membership
         fields = ["id", "url", "team", "user", "role", "created", "updated"]
+        # Uniqueness is the service's to check, after it checked the caller may see members.
+        validators = []
 
 
 class MembershipUpdateSerializer(MembershipSerializer):
@@ -126,12 +135,12 @@ class MembershipUpdateSerializer(MembershipSerializer):
         read_only_fields = ["team", "user"]
 
 
-class TeamQuotaSerializer(serializers.ModelSerializer):
+class TeamQuotaSerializer(StrictModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="quotas-api:teamquota-detail")
     team = VisibleTeamField()
     guarantee = QuantityField()
     limit = QuantityField(allow_null=True, required=False)
-    note = serializers.CharField(
+    note = StrictCharField(
         write_only=True, required=False, allow_blank=True, max_length=5000, help_text="Audit note."
     )
 
@@ -155,7 +164,7 @@ class TeamQuotaUpdateSerializer(TeamQuotaSerializer):
         read_only_fields = ["team", "resource"]
 
 
-class QuotaRequestLineSerializer(serializers.ModelSerializer):
+class QuotaRequestLineSerializer(StrictModelSerializer):
     guarantee = QuantityField()
     limit = QuantityField()
     previous_guarantee = QuantityField(read_only=True)
@@ -177,11 +186,13 @@ class QuotaRequestLineSerializer(serializers.ModelSerializer):
         extra_kwargs = {"resource": {"validators": []}}
 
 
-class QuotaRequestSerializer(serializers.ModelSerializer):
+class QuotaRequestSerializer(StrictModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="quotas-api:quotarequest-detail")
     team = VisibleTeamField()
     requester = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     lines = QuotaRequestLineSerializer(many=True)
 
     class Meta:
@@ -219,7 +230,7 @@ class AdjustmentSerializer(serializers.Serializer):
 
 
 class ApproveSerializer(serializers.Serializer):
-    note = serializers.CharField(required=False, allow_blank=True, max_length=5000, default="")
+    note = StrictCharField(required=False, allow_blank=True, max_length=5000, default="")
     adjustments = serializers.DictField(
         child=AdjustmentSerializer(),
         required=False,
@@ -229,10 +240,10 @@ class ApproveSerializer(serializers.Serializer):
 
 
 class RejectSerializer(serializers.Serializer):
-    note = serializers.CharField(allow_blank=True, max_length=5000, help_text="The reason.")
+    note = StrictCharField(allow_blank=True, max_length=5000, help_text="The reason.")
 
 
-class BudgetSerializer(serializers.ModelSerializer):
+class BudgetSerializer(StrictModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="quotas-api:budget-detail")
     team = VisibleTeamField()
 
@@ -241,9 +252,9 @@ class BudgetSerializer(serializers.ModelSerializer):
         fields = ["id", "url", "team", "resource", "monthly_hours", "created", "updated"]
 
 
-class AuditEventSerializer(serializers.ModelSerializer):
+class AuditEventSerializer(StrictModelSerializer):
     actor = serializers.CharField(source="actor_name", read_only=True)
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
 
     class Meta:
         model = AuditEvent
@@ -262,7 +273,7 @@ class AuditEventSerializer(serializers.ModelSerializer):
         ]
 
 
-class ApiTokenSerializer(serializers.ModelSerializer):
+class ApiTokenSerializer(StrictModelSerializer):
     """A token as listed: never the secret, only its prefix."""
 
     user = serializers.SlugRelatedField(slug_field="username", read_only=True)
@@ -286,7 +297,7 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 
 
 class PersonalTokenCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
+    name = StrictCharField(max_length=100)
     expires_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
@@ -297,7 +308,7 @@ class ServiceTokenCreateSerializer(PersonalTokenCreateSerializer):
     scopes = serializers.ListField(
         child=serializers.ChoiceField(choices=SCOPES), required=False, default=list
     )
-    node = serializers.CharField(max_length=253, required=False, allow_blank=True, default="")
+    node = StrictCharField(max_length=253, required=False, allow_blank=True, default="")
 
 
 class IssuedTokenSerializer(ApiTokenSerializer):

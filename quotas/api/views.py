@@ -14,12 +14,11 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from config.api import ConditionalRetrieveMixin
-from quotas import services, tokens
-from quotas.access import can_manage_team
+from quotas import members, services, tokens
 from quotas.api import filtersets, serializers
+from quotas.api.authentication import token_of
 from quotas.api.mixins import AuditedWriteMixin
 from quotas.api.permissions import IsSiteAdmin, IsSiteAdminOrReadOnly, with_defaults
-from quotas.exceptions import PermissionDenied
 from quotas.models import (
     ApiToken,
     AuditEvent,
@@ -80,8 +79,13 @@ class NamespaceViewSet(ConditionalRetrieveMixin, AuditedWriteMixin, viewsets.Mod
         return super().get_queryset().visible_to(self.request.user)
 
 
-class MembershipViewSet(ConditionalRetrieveMixin, AuditedWriteMixin, viewsets.ModelViewSet):
-    """Members of visible teams; leads (and admins) add, re-role and remove their team's members."""
+class MembershipViewSet(ConditionalRetrieveMixin, viewsets.ModelViewSet):
+    """Members of visible teams; leads (and admins) add, re-role and remove their team's members.
+
+    Every write goes through ``quotas.members``, as the team page's forms do: the same
+    permission and last-lead rules, one AuditEvent, and a cluster sync after commit (members
+    become RoleBindings).
+    """
 
     queryset = Membership.objects.select_related("team", "user")
     serializer_class = serializers.MembershipSerializer
@@ -97,9 +101,21 @@ class MembershipViewSet(ConditionalRetrieveMixin, AuditedWriteMixin, viewsets.Mo
             return serializers.MembershipUpdateSerializer
         return super().get_serializer_class()
 
-    def check_write(self, instance) -> None:
-        if not can_manage_team(self.request.user, instance.team):
-            raise PermissionDenied("Only the team's leads and site admins manage its members.")
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance = members.add_member(
+            data["team"], username=data["user"], role=data["role"], actor=self.request.user
+        )
+
+    def perform_update(self, serializer):
+        membership = serializer.instance
+        role = serializer.validated_data.get("role", membership.role)
+        serializer.instance = members.change_role(
+            membership.team, membership.pk, role=role, actor=self.request.user
+        )
+
+    def perform_destroy(self, instance):
+        members.remove_member(instance.team, instance.pk, actor=self.request.user)
 
 
 class TeamQuotaViewSet(ConditionalRetrieveMixin, viewsets.ModelViewSet):
@@ -269,12 +285,18 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 class _TokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Tokens are for people: service and node-agent tokens cannot list or read them, and no
+    token can create one (quotas.tokens refuses ``via_token``)."""
+
     serializer_class = serializers.ApiTokenSerializer
     filterset_class = filtersets.ApiTokenFilterSet
     ordering_fields = ["created", "last_used_at", "name"]
+    people_only = True
 
     def _issue(self, **kwargs) -> Response:
-        issued = tokens.issue_token(actor=self.request.user, **kwargs)
+        issued = tokens.issue_token(
+            actor=self.request.user, via_token=token_of(self.request), **kwargs
+        )
         data = dict(serializers.ApiTokenSerializer(issued.token).data, token=issued.raw)
         return Response(data, status=status.HTTP_201_CREATED)
 

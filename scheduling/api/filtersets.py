@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import django_filters as filters
 
-from quotas.api.filtersets import TeamSlugFilter, UtcDateTimeFilter
+from quotas.api.filtersets import FilterSet, TeamSlugFilter, UtcDateTimeFilter
 from scheduling.models import ShareSnapshot, SyncItem, SyncRun
 
 
-class ShareSnapshotFilterSet(filters.FilterSet):
+class ShareSnapshotFilterSet(FilterSet):
     team = TeamSlugFilter()
     computed_after = UtcDateTimeFilter(field_name="computed_at", lookup_expr="gte")
     computed_before = UtcDateTimeFilter(field_name="computed_at", lookup_expr="lt")
@@ -18,7 +18,7 @@ class ShareSnapshotFilterSet(filters.FilterSet):
         fields = ["computation", "dominant_resource"]
 
 
-class SyncRunFilterSet(filters.FilterSet):
+class SyncRunFilterSet(FilterSet):
     created_after = UtcDateTimeFilter(field_name="created", lookup_expr="gte")
     created_before = UtcDateTimeFilter(field_name="created", lookup_expr="lt")
 
@@ -27,7 +27,7 @@ class SyncRunFilterSet(filters.FilterSet):
         fields = ["status", "dry_run", "trigger"]
 
 
-class SyncItemFilterSet(filters.FilterSet):
+class SyncItemFilterSet(FilterSet):
     team = filters.CharFilter(field_name="team_slug")
 
     class Meta:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from config.api import StrictModelSerializer
 from quotas.api.fields import AmountMapField
 from scheduling.models import ShareSnapshot, SyncItem, SyncRun
 
 
-class ShareSnapshotSerializer(serializers.ModelSerializer):
+class ShareSnapshotSerializer(StrictModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     usage = AmountMapField()
     demand = AmountMapField()
@@ -32,9 +33,11 @@ class ShareSnapshotSerializer(serializers.ModelSerializer):
         ]
 
 
-class SyncRunSerializer(serializers.ModelSerializer):
+class SyncRunSerializer(StrictModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="scheduling-api:syncrun-detail")
-    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    requested_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = SyncRun
@@ -73,7 +76,7 @@ class SyncRunAcceptedSerializer(serializers.Serializer):
     url = serializers.URLField()
 
 
-class SyncItemSerializer(serializers.ModelSerializer):
+class SyncItemSerializer(StrictModelSerializer):
     class Meta:
         model = SyncItem
         fields = [

@@ -12,11 +12,14 @@ from rest_framework.response import Response
 from quotas.api.permissions import IsSiteAdmin, with_defaults
 from scheduling.api import filtersets, serializers
 from scheduling.models import ShareComputation, ShareSnapshot, SyncItem, SyncRun
+from scheduling.visibility import sees_every_share
 
 
 class ShareSnapshotViewSet(viewsets.ReadOnlyModelViewSet):
-    """Dominant shares and DRF fair allocations of visible teams: ``current`` (the latest
-    computation) and the history (filter by ``team`` and ``computed_after``/``_before``)."""
+    """Dominant shares and DRF fair allocations: ``current`` (the latest computation) and the
+    history (filter by ``team`` and ``computed_after``/``_before``). Whose teams depends on
+    ``FAIRSHARE_SHARE_VISIBILITY`` (scheduling.visibility): the teams you can see (``own``, the
+    default) or every team (``all``)."""
 
     queryset = ShareSnapshot.objects.select_related("team")
     serializer_class = serializers.ShareSnapshotSerializer
@@ -24,7 +27,10 @@ class ShareSnapshotViewSet(viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["computed_at", "dominant_share", "weighted_share"]
 
     def get_queryset(self):
-        return super().get_queryset().visible_to(self.request.user)
+        queryset, user = super().get_queryset(), self.request.user
+        if sees_every_share(user):
+            return queryset
+        return queryset.visible_to(user)
 
     @extend_schema(responses=serializers.ShareSnapshotSerializer(many=True))
     @action(detail=False, methods=["get"])

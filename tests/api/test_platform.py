@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
@@ -15,6 +15,7 @@ from quotas.api.authentication import TokenKindPolicy
 from quotas.models import ApiToken
 from quotas.tokens import issue_token
 from scheduling.models import SyncRun
+from tests.monitoring.gpu_inventory import node_object, place, pod_object
 
 pytestmark = pytest.mark.django_db
 
@@ -67,13 +68,22 @@ def test_service_tokens_are_read_only(cast, client_as):
 # ---------------------------------------------------------------- GPU ingest
 
 
+TAKEN = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=1)
+
+
+@pytest.fixture(autouse=True)
+def _gpu_inventory(db):
+    # The latest collection places GPUs and team-a's pod p (UID u) on gpu-001.
+    place([node_object("gpu-001")], [pod_object("gpu-001", "team-a-ml", "p", uid="u")])
+
+
 def _batch(node: str) -> dict:
     return {
         "node": node,
         "agent": {"version": "0.1.0", "dropped_samples": 0, "skipped_samples": 0},
         "samples": [
             {
-                "ts": "2025-05-01T12:00:00+00:00",
+                "ts": TAKEN.isoformat(),
                 "uuid": "GPU-1",
                 "index": 0,
                 "model": "NVIDIA H100 80GB HBM3",
@@ -98,7 +108,7 @@ def test_a_node_agent_posts_samples_for_its_own_node(cast, client_as):
     assert response.status_code == 200, response.content
     assert (response.json()["accepted"], response.json()["node"]) == (1, "gpu-001")
     sample = GpuSample.objects.get()
-    assert (sample.team, sample.taken_at) == (cast.team_a, datetime(2025, 5, 1, 12, tzinfo=UTC))
+    assert (sample.team, sample.taken_at) == (cast.team_a, TAKEN)
     # ...and may do nothing else.
     assert agent.get(reverse("monitoring-api:gpusample-list")).status_code == 403
     assert agent.get(reverse("quotas-api:team-list")).status_code == 403

@@ -1,9 +1,9 @@
-"""The OpenAPI schema validates, the docs load no CDN asset, and schemathesis finds no 5xx."""
+"""The OpenAPI schema validates and the docs load no CDN asset (schemathesis runs in
+tests/hardening/test_schemathesis.py)."""
 
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 import yaml
@@ -52,82 +52,32 @@ def test_the_docs_page_starts_from_a_script_file_that_the_csp_allows():
     assert "SwaggerUIBundle" in start.content.decode()
 
 
-@pytest.fixture
-def admin_client(cast):
-    client = Client()
-    client.force_login(cast.root)
-    return client
+@pytest.mark.parametrize(
+    ("component", "field"),
+    [
+        ("AuditEvent", "team"),
+        ("QuotaRequest", "decided_by"),
+        ("SyncRun", "requested_by"),
+        ("UsageRollup", "team"),
+        ("UsageSample", "team"),
+        ("GpuSample", "team"),
+        ("ChargebackStatement", "frozen_by"),
+        ("Team", "parent"),
+    ],
+)
+def test_fields_the_api_returns_as_null_are_declared_nullable(tmp_path, component, field):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--file", str(out))
+    schema = yaml.safe_load(out.read_text())["components"]["schemas"]
+    assert schema[component]["properties"][field].get("nullable") is True
 
 
-def test_schemathesis_finds_no_server_errors_on_the_read_endpoints(cast, admin_client):
-    """Property-based GETs against every path as an admin: no 5xx, responses match the schema."""
-    import schemathesis
-    from hypothesis import HealthCheck, Phase, given, settings
-    from schemathesis import checks as st_checks
-    from schemathesis.core.failures import FailureGroup
-    from schemathesis.specs.openapi.checks import response_schema_conformance
-
-    raw = admin_client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
-    schema = schemathesis.openapi.from_dict(raw).include(method="GET")
-    failures: list[str] = []
-    started = time.monotonic()
-
-    for result in schema.get_all_operations():
-        operation = result.ok()
-
-        @settings(
-            max_examples=5,
-            deadline=None,
-            database=None,
-            derandomize=True,
-            phases=[Phase.explicit, Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(case=operation.as_strategy())
-        def check(case):
-            django_response = admin_client.generic(
-                case.method,
-                case.formatted_path,
-                QUERY_STRING=_query(case.query),
-                HTTP_ACCEPT="application/json",
-            )
-            if django_response.status_code >= 500:
-                failures.append(f"{case.method} {case.formatted_path} {case.query}: 5xx")
-            response = _as_schemathesis(django_response, case)
-            try:
-                case.validate_response(
-                    response, checks=[response_schema_conformance, st_checks.not_a_server_error]
-                )
-            except FailureGroup as e:  # collect every operation's failure, then fail once
-                failures.append(f"{case.method} {case.formatted_path} {case.query}: {e}")
-
-        check()
-    assert time.monotonic() - started < 60
-    assert failures == [], "\n\n".join(failures)
-
-
-def _query(query) -> str:
-    from urllib.parse import urlencode
-
-    return urlencode(query or {}, doseq=True)
-
-
-def _as_schemathesis(django_response, case):
-    """A schemathesis Response carrying the Django test response, for its checks."""
-    import requests
-    from schemathesis import Response
-
-    request = requests.Request(
-        case.method, "http://testserver" + case.formatted_path, params=case.query
-    ).prepare()
-    return Response(
-        status_code=django_response.status_code,
-        headers={name: [value] for name, value in django_response.items()},
-        content=django_response.content,
-        request=request,
-        elapsed=0.0,
-        message=django_response.reason_phrase,
-        encoding="utf-8",
-        http_version="1.1",
-        verify=True,
-    )
+def test_every_operation_declares_its_error_answers(tmp_path):
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--file", str(out))
+    for path, item in yaml.safe_load(out.read_text())["paths"].items():
+        for method, operation in item.items():
+            codes = set(operation["responses"])
+            assert {"400", "401", "403", "404", "429"} <= codes, (method, path)
+            if method in ("post", "put", "patch", "delete"):
+                assert {"409", "413", "415"} <= codes, (method, path)

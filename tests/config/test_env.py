@@ -10,6 +10,7 @@ from config.env import (
     env_decimal,
     env_int,
     env_list,
+    env_networks,
     env_secret,
 )
 
@@ -66,6 +67,14 @@ def test_env_list_splits_and_strips():
     assert env_list("H", ["a"], environ={}) == ["a"]
 
 
+def test_env_networks_accepts_addresses_and_cidrs_and_names_a_bad_entry():
+    env = {"P": "10.0.0.0/8, 192.0.2.1,2001:db8::/32"}
+    assert env_networks("P", environ=env) == ["10.0.0.0/8", "192.0.2.1/32", "2001:db8::/32"]
+    assert env_networks("P", environ={}) == []
+    with pytest.raises(ImproperlyConfigured, match=r"P: 'proxy\.local'"):
+        env_networks("P", environ={"P": "10.0.0.0/8,proxy.local"})
+
+
 def test_env_choice_names_allowed_values():
     assert env_choice("L", "INFO", ["INFO", "DEBUG"], environ={"L": "DEBUG"}) == "DEBUG"
     with pytest.raises(ImproperlyConfigured, match="L='LOUD' is not one of: INFO, DEBUG"):
@@ -103,7 +112,17 @@ def test_env_cluster_rejects_unknown_modes(value):
         env_cluster("FAIRSHARE_CLUSTER", "disabled", environ={"FAIRSHARE_CLUSTER": value})
 
 
-def test_settings_refuse_to_start_on_a_bad_variable():
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("FAIRSHARE_CAPACITY_RESERVE", "2", "FAIRSHARE_CAPACITY_RESERVE=2 must be at most 0.9"),
+        ("FAIRSHARE_SHARE_VISIBILITY", "everyone", "FAIRSHARE_SHARE_VISIBILITY='everyone'"),
+        ("FAIRSHARE_SEPARATION_OF_DUTIES", "lax", "FAIRSHARE_SEPARATION_OF_DUTIES='lax'"),
+        ("FAIRSHARE_TRUSTED_PROXIES", "proxy.local", "FAIRSHARE_TRUSTED_PROXIES: 'proxy.local'"),
+        ("FAIRSHARE_TOKEN_MAX_DAYS", "0", "FAIRSHARE_TOKEN_MAX_DAYS=0 must be at least 1"),
+    ],
+)
+def test_settings_refuse_to_start_on_a_bad_variable(variable, value, message):
     import subprocess
     import sys
 
@@ -112,14 +131,14 @@ def test_settings_refuse_to_start_on_a_bad_variable():
         env={
             "DJANGO_SETTINGS_MODULE": "config.settings",
             "SECRET_KEY": "x",
-            "FAIRSHARE_CAPACITY_RESERVE": "2",
+            variable: value,
             "PATH": "",
         },
         capture_output=True,
         text=True,
     )
     assert result.returncode != 0
-    assert "FAIRSHARE_CAPACITY_RESERVE=2 must be at most 0.9" in result.stderr
+    assert message in result.stderr
 
 
 def test_settings_require_a_secret_key_outside_debug():

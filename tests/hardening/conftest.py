@@ -34,6 +34,7 @@ from quotas.services import LineInput, submit_request
 from quotas.tokens import issue_token
 from scheduling.models import ShareComputation, ShareSnapshot, SyncItem, SyncRun
 from tests.base import GPU, Cast
+from tests.monitoring.gpu_inventory import node_object, place, pod_object
 
 # Every role of the security model, in the column order of the matrix.
 ROLES = ("anon", "vic", "bob", "charlie", "alice", "dora", "root", "svc_cb", "svc_all", "agent")
@@ -147,6 +148,8 @@ def build_world(cast: Cast) -> World:
             month=date(2025, 5, 1), group_by=("team",), actor=cast.root, now=now
         ),
     )
+    # The latest collection places 8 H100s and team-a's train-0 on gpu-001 (the agent's node).
+    place([node_object("gpu-001")], [pod_object("gpu-001", "team-a-ml", "train-0")], now=now)
     for role, spec in TOKEN_SPECS.items():
         world.raw_tokens[role] = issue_token(
             owner=cast.root, name=role, actor=cast.root, **spec
@@ -170,3 +173,72 @@ def client_for(world: World, role: str, **defaults) -> Client:
     if role in PEOPLE:
         client.force_login(getattr(world.cast, role))
     return client
+
+
+# ------------------------------------------------------------------ schema-driven runs
+
+# The collection each path segment names → the seeded object its detail paths should open.
+SEEDED = {
+    "teams": lambda w, role: "team-a",
+    "namespaces": lambda w, role: w.namespace.pk,
+    "memberships": lambda w, role: w.membership.pk,
+    "quotas": lambda w, role: w.quota.pk,
+    "priority-tiers": lambda w, role: w.cast.tier.pk,
+    "quota-requests": lambda w, role: w.request.pk,
+    "budgets": lambda w, role: w.budget.pk,
+    "audit-events": lambda w, role: w.audit_event.pk,
+    "tokens": lambda w, role: w.role_tokens[role].pk,
+    "service-tokens": lambda w, role: w.service_token.pk,
+    "share-snapshots": lambda w, role: w.snapshot.pk,
+    "sync-runs": lambda w, role: w.sync_run.pk,
+    "sync-items": lambda w, role: w.sync_item.pk,
+    "usage-samples": lambda w, role: w.usage_sample.pk,
+    "usage-rollups": lambda w, role: w.rollup.pk,
+    "gpu-samples": lambda w, role: w.gpu_sample.pk,
+    "capacity": lambda w, role: w.capacity.pk,
+    "rate-cards": lambda w, role: w.rate_card.pk,
+    "statements": lambda w, role: w.statement.pk,
+}
+
+
+def seeded_path(operation, world, role) -> dict:
+    """Path parameters naming the world's objects, so detail operations answer 200."""
+    parts = [p for p in operation.path.split("/") if p]
+    out = {}
+    for i, part in enumerate(parts):
+        if part.startswith("{") and i > 0 and parts[i - 1] in SEEDED:
+            out[part.strip("{}")] = SEEDED[parts[i - 1]](world, role)
+    return out
+
+
+@pytest.fixture
+def schema_world(world):
+    """The hardening world plus a personal token per role (bearer auth: no CSRF, and the
+    checks that re-send a request without its credentials can do so)."""
+    from django.utils import timezone
+
+    from monitoring.models import GpuSample, UsageRollup, UsageSample
+    from quotas.tokens import issue_token
+    from scheduling.models import SyncRun
+
+    # Rows whose optional references are empty, so the lists show nulls where the schema must
+    # allow them: an unassigned namespace's usage, a scheduled sync nobody asked for.
+    now = timezone.now()
+    SyncRun.objects.create(status="succeeded", trigger="schedule", requested_by=None)
+    UsageSample.objects.create(
+        taken_at=now, team=None, namespace="sandbox", resource="cpu", allocated=1
+    )
+    UsageRollup.objects.create(
+        period="hour",
+        start=now.replace(minute=0, second=0, microsecond=0),
+        team=None,
+        namespace="sandbox",
+        resource="cpu",
+        allocated_hours=1,
+    )
+    GpuSample.objects.create(taken_at=now, node="gpu-001", uuid="GPU-FREE", util_gpu=0)
+    world.role_tokens, world.role_raw = {}, {}
+    for role in ("root", "alice"):
+        issued = issue_token(owner=getattr(world.cast, role), name=f"schemathesis-{role}")
+        world.role_tokens[role], world.role_raw[role] = issued.token, issued.raw
+    return world

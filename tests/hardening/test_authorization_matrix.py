@@ -115,7 +115,15 @@ def rebalance_form(w: World) -> dict:
 
 
 def gpu_batch(w: World) -> dict:
-    sample = {"ts": "2025-05-01T12:00:00+00:00", "uuid": "GPU-9", "index": 0, "util_gpu": 50}
+    from django.utils import timezone
+
+    sample = {
+        "ts": timezone.now().isoformat(),
+        "uuid": "GPU-9",
+        "index": 0,
+        "model": "NVIDIA H100 80GB HBM3",
+        "util_gpu": 50,
+    }
     return {"node": "gpu-001", "samples": [sample]}
 
 
@@ -311,36 +319,37 @@ ROUTES: dict[str, Route] = {
     "quotas-api:auditevent-detail": r(
         lambda w: {"pk": w.audit_event.pk}, GET="401 404 404 404 ok ok ok 403 ok 403"
     ),
-    # ---- API: tokens (personal tokens: your own only; service/node tokens: admins)
+    # ---- API: tokens (personal tokens: your own only; service/node tokens: admins). No
+    # service or node-agent token reads any token, whatever its scopes.
     "quotas-api:token-list": r(
-        GET=API_LIST,
+        GET="401 ok ok ok ok ok ok 403 403 403",
         POST=("401 ok ok ok ok ok ok 403 403 403", lambda w: {"name": "laptop"}),
     ),
     "quotas-api:token-detail": r(
         lambda w: {"pk": w.personal_token.pk},
         shared=True,
-        GET="401 404 404 404 ok 404 404 403 404 403",
+        GET="401 404 404 404 ok 404 404 403 403 403",
     ),
     "quotas-api:token-revoke": r(
         lambda w: {"pk": w.personal_token.pk},
         shared=True,
-        GET=API_NO_GET,
+        GET="401 405 405 405 405 405 405 403 403 403",
         POST=("401 404 404 404 ok 404 404 403 403 403", None),
     ),
     "quotas-api:servicetoken-list": r(
-        GET=API_ADMIN_READ,
+        GET=API_ADMIN_WRITE,
         POST=(
             API_ADMIN_WRITE,
             lambda w: {"name": "finance", "kind": "service", "scopes": ["read:chargeback"]},
         ),
     ),
     "quotas-api:servicetoken-detail": r(
-        lambda w: {"pk": w.service_token.pk}, shared=True, GET=API_ADMIN_READ
+        lambda w: {"pk": w.service_token.pk}, shared=True, GET=API_ADMIN_WRITE
     ),
     "quotas-api:servicetoken-revoke": r(
         lambda w: {"pk": w.service_token.pk},
         shared=True,
-        GET="401 403 403 403 403 403 405 403 405 403",
+        GET="401 403 403 403 403 403 405 403 403 403",
         POST=(API_ADMIN_WRITE, None),
     ),
     # ---- API: scheduling

@@ -347,7 +347,7 @@ def test_chargeback_parameters_are_validated_not_crashed_on(world, params, fmt):
 
     assert api.status_code == 400, (params, api.content[:300])
     assert page.status_code in (200, 400), (params, page.status_code)
-    if fmt == "json":
+    if fmt == "json" and page.status_code == 200:  # NUL is refused before the view (400)
         assert page.context["form"].errors, params
 
 
@@ -476,7 +476,8 @@ def _login(client, username, password):
     return client.post(reverse("login"), {"username": username, "password": password})
 
 
-def test_guessing_passwords_for_many_users_from_one_address_is_throttled(world):
+def test_guessing_passwords_for_many_users_from_one_address_is_throttled(world, settings):
+    settings.FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS = 5
     cache.clear()
     attacker = Client(REMOTE_ADDR="198.51.100.9")
     for name in ("alice", "bob", "vic", "charlie", "no-such-user"):
@@ -535,7 +536,10 @@ def test_bearer_tokens_never_reach_the_logs(world, caplog, capfd):
 
 
 def _sample(**extra) -> dict:
-    return {"ts": "2025-05-01T12:00:00+00:00", "uuid": "GPU-7", "index": 0, **extra}
+    from django.utils import timezone
+
+    ts = (timezone.now() - timezone.timedelta(seconds=30)).isoformat()
+    return {"ts": ts, "uuid": "GPU-7", "index": 0, "model": "NVIDIA H100 80GB HBM3", **extra}
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,12 @@ from bench import cluster_gen
 from monitoring.domain.aggregate import (
     UNASSIGNED,
     ClusterUsage,
+    GpuNode,
+    GpuPod,
     NodeCapacity,
     aggregate,
     cached_parser,
+    gpu_node,
     json_number,
     node_capacity,
     parse_list_dump,
@@ -619,3 +622,49 @@ def test_the_aggregate_module_imports_only_the_standard_library():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+# ---------------------------------------------------------------- GPU inventory (ingest checks)
+
+
+@pytest.mark.parametrize(
+    ("labels", "allocatable", "expected"),
+    [
+        ({"nvidia.com/gpu.count": "8", "nvidia.com/gpu.product": H100}, {GPU: "8"}, (8, H100)),
+        # MIG: the slices are allocatable, the label still counts the physical GPUs.
+        ({"nvidia.com/gpu.count": "4"}, {"nvidia.com/mig-1g.10gb": "28"}, (4, None)),
+        ({}, {GPU: "2"}, (2, None)),
+        ({"nvidia.com/gpu.count": "x"}, {GPU: "2"}, (2, None)),
+        ({}, {"cpu": "64"}, None),
+        ({"nvidia.com/gpu.count": "0"}, {GPU: "0"}, None),
+    ],
+)
+def test_gpu_node_counts_physical_gpus(labels, allocatable, expected):
+    the_node = node("n1", allocatable)
+    the_node["metadata"]["labels"].update(labels)
+    got = gpu_node(the_node, parse_quantity)
+    assert (None if got is None else (got.gpus, got.product)) == expected
+
+
+def test_the_inventory_lists_gpu_nodes_whatever_their_state_and_bound_gpu_pods():
+    nodes = [
+        node("g1", {GPU: "8"}, product=H100),
+        node("g2", {GPU: "4"}, ready="False"),  # its pods still hold GPUs
+        node("c1", {"cpu": "64"}),
+    ]
+    gpu = ctr(limits={GPU: "1"})
+    mig = ctr(requests={"nvidia.com/mig-1g.10gb": "1"})
+    pods = [
+        pod([gpu], node="g1", name="train-0", namespace="team-a"),
+        pod([mig], node="g2", name="mig-0", namespace="team-b"),
+        pod([ctr(requests={"cpu": "1"})], node="g1", name="cpu-only"),
+        pod([gpu], name="waiting"),  # not bound: demand, not on a node
+        pod([gpu], node="g1", name="done", phase="Succeeded"),
+    ]
+    pods[0]["metadata"]["uid"] = "u-1"
+    usage = aggregate(nodes, pods, {}, parse_quantity=parse_quantity)
+    assert usage.gpu_nodes == {"g1": GpuNode("g1", 8, H100), "g2": GpuNode("g2", 4, None)}
+    assert usage.gpu_pods == (
+        GpuPod("g1", "team-a", "train-0", "u-1"),
+        GpuPod("g2", "team-b", "mig-0", ""),
+    )

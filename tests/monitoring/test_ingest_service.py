@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 
 from monitoring.models import GpuSample
 from monitoring.services import ingest_gpu_batch
+from tests.monitoring.gpu_inventory import node_object, place, pod_object
 
 NOW = datetime(2025, 5, 1, 12, 0, 30, tzinfo=UTC)
 TS = "2025-05-01T12:00:00+00:00"
@@ -40,7 +41,27 @@ def batch(*samples, node="gpu-node-1", dropped=0, skipped=0):
 
 
 def proc(namespace, pod, mem, pid=4242):
-    return {"pid": pid, "pod_uid": "0b6c", "namespace": namespace, "pod": pod, "mem_used": mem}
+    return {
+        "pid": pid,
+        "pod_uid": f"uid-{pod}",
+        "namespace": namespace,
+        "pod": pod,
+        "mem_used": mem,
+    }
+
+
+@pytest.fixture(autouse=True)
+def inventory(db):
+    """gpu-node-1 has 8 H100s and runs train-0, x and notebook (the collection says so)."""
+    place(
+        [node_object("gpu-node-1")],
+        [
+            pod_object("gpu-node-1", "team-a-ml", "train-0"),
+            pod_object("gpu-node-1", "team-b-ml", "x"),
+            pod_object("gpu-node-1", "sandbox", "notebook"),
+        ],
+        now=NOW,
+    )
 
 
 def test_it_stores_samples_and_attributes_them_to_the_pods_team(cast):

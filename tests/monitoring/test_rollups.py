@@ -219,6 +219,13 @@ def test_prune_keeps_what_retention_asks_for(cast, settings):
         period="hour", start=now - timedelta(days=399), namespace="x", resource=GPU
     )
 
+    from monitoring.models import GpuSampleRejection
+
+    for hour in (old, recent):
+        GpuSampleRejection.objects.create(
+            node="gpu-1", hour=hour, reason="ts", count=3, last_seen_at=hour
+        )
+
     deleted = services.prune_samples(now)
 
     assert deleted == {
@@ -226,7 +233,10 @@ def test_prune_keeps_what_retention_asks_for(cast, settings):
         "gpu_samples": 1,
         "capacity_snapshots": 1,
         "hourly_rollups": 1,
+        "gpu_sample_rejections": 1,
+        "gpu_devices": 0,
     }
+    assert list(GpuSampleRejection.objects.values_list("hour", flat=True)) == [recent]
     assert list(UsageSample.objects.values_list("taken_at", flat=True)) == [recent]
     assert list(GpuSample.objects.values_list("taken_at", flat=True)) == [recent]
     assert list(CapacitySnapshot.objects.values_list("pk", flat=True)) == [newest.pk]
@@ -250,6 +260,8 @@ def test_the_rollup_task_takes_iso_times_and_prunes(samples):
         "gpu_samples",
         "capacity_snapshots",
         "hourly_rollups",
+        "gpu_sample_rejections",
+        "gpu_devices",
     }
 
 

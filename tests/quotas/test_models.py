@@ -168,3 +168,52 @@ def test_limit_policy_namespace_must_belong_to_the_team(cast):
     other_ns = cast.team_b.namespaces.get()
     errors = errors_of(LimitPolicy(team=cast.team_a, namespace=other_ns, resource="cpu"))
     assert errors["namespace"] == ["The namespace must belong to the same team."]
+
+
+# Kubernetes' label rules (apimachinery validation.go), so a sync never meets a 422 for them.
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"env": "<script>"},
+        {"env": "a b"},
+        {"env": "-dev"},
+        {"env": "x" * 64},
+        {"bad key": "dev"},
+        {"/env": "dev"},
+        {"Example.COM/env": "dev"},
+        {"x" * 64: "dev"},
+        {"kubernetes.io/metadata.name": "other"},
+    ],
+)
+def test_namespace_labels_follow_the_kubernetes_label_rules(cast, labels):
+    errors = errors_of(Namespace(name="ok", team=cast.team_a, labels=labels))
+    assert "labels" in errors, labels
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"env": "dev"},
+        {"env": ""},
+        {"example.com/cost-center": "CC_1.2"},
+        {"Owner": "A-b_c.9"},
+        {"x" * 63: "y" * 63},
+    ],
+)
+def test_valid_kubernetes_labels_are_accepted(cast, labels):
+    Namespace(name="ok", team=cast.team_a, labels=labels).full_clean()
+
+
+def test_a_bad_label_through_the_api_is_a_400_naming_labels(cast):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(cast.root)
+    response = client.post(
+        "/api/v1/namespaces/",
+        {"name": "team-a-dev", "team": "team-a", "labels": {"env": "<script>"}},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert "'<script>'" in response.json()["errors"]["labels"][0]
+    assert not Namespace.objects.filter(name="team-a-dev").exists()
