@@ -19,6 +19,7 @@ import monitoring.views
 from monitoring.domain import gpu_alerts
 from monitoring.metrics import build_registry
 from monitoring.services import current_gpu_alerts, ingest_gpu_batch
+from tests.monitoring.gpu_inventory import node_object, place, pod_object
 from tests.monitoring.promtool import (
     alert_test,
     requires_promtool,
@@ -458,6 +459,12 @@ def test_the_scraped_metrics_fire_each_alert(client, cast, tmp_path, monkeypatch
     """Agent samples → ingest → /metrics scraped every minute → promtool input series: the
     rules read the names and labels the app exports, and fire as the team page says."""
     now = timezone.now().replace(microsecond=0)
+    # The collection that places the GPUs and their pods (ingest trusts only the cluster).
+    place(
+        [node_object("gpu-1", gpus=5)],
+        [pod_object("gpu-1", "team-a-ml", f"train-{i}") for i in range(4)],
+        now=now - timedelta(minutes=13),
+    )
     for node, batch in _agent_batches(now).items():
         result = ingest_gpu_batch(token_node=node, batch=batch, now=now)
         assert result.accepted == len(batch["samples"]) and not result.rejected_reasons
