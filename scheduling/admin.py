@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from quotas.admin import SiteAdminOnly
-from scheduling.models import ShareComputation, ShareSnapshot, SyncItem, SyncRun
+from scheduling.models import ShareComputation, ShareFailure, ShareSnapshot, SyncItem, SyncRun
 
 
 class ReadOnlyHistory(SiteAdminOnly):
@@ -25,6 +25,11 @@ class ShareSnapshotInline(admin.TabularInline):
 class ShareComputationAdmin(ReadOnlyHistory, admin.ModelAdmin):
     list_display = ["computed_at", "trigger", "teams", "duration_ms"]
     inlines = [ShareSnapshotInline]
+
+
+@admin.register(ShareFailure)
+class ShareFailureAdmin(ReadOnlyHistory, admin.ModelAdmin):
+    list_display = ["failed_at", "trigger", "error", "notified"]
 
 
 @admin.register(ShareSnapshot)

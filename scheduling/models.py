@@ -27,6 +27,27 @@ class ShareComputation(models.Model):
         return f"Shares at {self.computed_at:%Y-%m-%d %H:%M}"
 
 
+class ShareFailure(models.Model):
+    """A share computation that could not run: the quotas made an invalid DRF problem.
+
+    Shares are stale from the first failure after the latest ShareComputation until the next
+    successful one (``scheduling.services.share_health``). ``notified`` marks the failure whose
+    episode admins were told about (one notification per episode).
+    """
+
+    failed_at = models.DateTimeField(db_index=True)
+    trigger = models.CharField(max_length=64, default="schedule")
+    error = models.TextField()
+    notified = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-failed_at", "-id"]
+        get_latest_by = "failed_at"
+
+    def __str__(self) -> str:
+        return f"Share computation failed at {self.failed_at:%Y-%m-%d %H:%M}"
+
+
 class ShareSnapshot(models.Model):
     """A team's usage, dominant share and DRF fair allocation at one computation.
 

@@ -49,7 +49,7 @@ def sync_cluster(
 def compute_shares(trigger: str = "schedule") -> dict[str, Any]:
     """Recompute every team's fair share (beat, and after quota changes)."""
     from scheduling import services
-    from scheduling.exceptions import NoCapacity
+    from scheduling.exceptions import NoCapacity, ShareProblemError
 
     try:
         computation = services.compute_shares(trigger=trigger)
@@ -58,6 +58,12 @@ def compute_shares(trigger: str = "schedule") -> dict[str, Any]:
         # sync chained after this task must still run.
         log.info("No cluster capacity collected yet; share computation skipped")
         return {"computation_id": None, "teams": 0, "status": "skipped"}
+    except ShareProblemError as e:
+        # Recorded as a ShareFailure by the service (shares are stale); not raised, so the
+        # sync chained after this task still applies quotas and RBAC, with the last good
+        # fair allocation for the Queues' deserved.
+        log.error("Share computation failed: %s", e)
+        return {"computation_id": None, "teams": 0, "status": "failed", "error": str(e)}
     return {"computation_id": computation.pk, "teams": computation.teams}
 
 
@@ -68,6 +74,9 @@ def prune_history() -> dict[str, int]:
 
     return {
         "share_computations": services.prune_share_history(
+            keep_days=settings.FAIRSHARE_SHARE_HISTORY_DAYS
+        ),
+        "share_failures": services.prune_share_failures(
             keep_days=settings.FAIRSHARE_SHARE_HISTORY_DAYS
         ),
         "sync_runs": sync.prune_sync_history(keep_days=settings.FAIRSHARE_SYNC_HISTORY_DAYS),

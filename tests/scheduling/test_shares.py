@@ -367,7 +367,7 @@ def test_prune_share_history_always_keeps_the_latest_computation(cast):
 
 
 @pytest.mark.django_db
-def test_an_invalid_problem_is_a_domain_error_and_writes_nothing(cast):
+def test_an_invalid_problem_is_a_domain_error_and_writes_no_shares(cast):
     TeamQuota.objects.create(team=cast.dept, resource=GPU, guarantee=Decimal(0), limit=40)
 
     with pytest.raises(ShareProblemError, match="children's guarantees"):
