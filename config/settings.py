@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "quotas",
     "scheduling",
     "monitoring",
+    "portal",
 ]
 
 MIDDLEWARE = [
@@ -311,6 +312,9 @@ FAIRSHARE_SEPARATION_OF_DUTIES = env_choice(
 FAIRSHARE_CAPACITY_RESERVE = env_decimal(
     "FAIRSHARE_CAPACITY_RESERVE", "0.10", min_value=Decimal(0), max_value=Decimal("0.9")
 )
+# Where the quota rules read the cluster's capacity (quotas.capacity): a callable returning
+# {resource: amount}. quotas itself imports neither scheduling nor monitoring.
+FAIRSHARE_CAPACITY_PROVIDER = "monitoring.models.latest_capacity"
 
 # ----------------------------------------------------------------------------- Kubernetes
 # kubeconfig[:PATH] | in-cluster | snapshot:PATH (read a `kubectl get nodes,pods -A -o json`

@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from config import health
 from config.auth import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
-from quotas import views as quota_views
+from portal.views import dashboard
 
 # One sign-in rule for both doors: the admin's login form is throttled like the site's.
 admin.site.login_form = ThrottledAdminAuthenticationForm
@@ -19,7 +19,7 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("", quota_views.home, name="home"),
+    path("", dashboard.home, name="home"),
     path(
         "login/",
         auth_views.LoginView.as_view(
@@ -42,7 +42,7 @@ urlpatterns = [
     # The split view serves its start-up script as a file (?script=): no inline script, so the
     # CSP (script-src 'self') holds.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
-    path("", include("quotas.urls")),
+    path("", include("portal.urls")),
     path("", include("scheduling.urls")),
     path("", include("monitoring.urls")),
 ]

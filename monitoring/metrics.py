@@ -321,7 +321,7 @@ class FairshareCollector(Collector):
         for slug, name in (
             Team.objects.filter(active=True).order_by("slug").values_list("slug", "name")
         ):
-            url = base + reverse("quotas:team", args=[slug])
+            url = base + reverse("portal:team", args=[slug])
             info.add_metric([slug, name, ", ".join(sorted(set(leads[slug]))), url], 1)
         for name, slug in Namespace.objects.order_by("name").values_list("name", "team__slug"):
             namespaces.add_metric([name, slug], 1)

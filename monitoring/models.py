@@ -362,3 +362,8 @@ class BudgetAlert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.budget} reached {self.threshold} % in {self.month:%Y-%m}"
+
+
+def latest_capacity() -> dict[str, Decimal]:
+    """The capacity provider of ``quotas.capacity`` (``FAIRSHARE_CAPACITY_PROVIDER``)."""
+    return CapacitySnapshot.latest_amounts()

@@ -9,8 +9,6 @@ asks for a cluster sync after commit.
 
 from __future__ import annotations
 
-import logging
-
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -20,10 +18,9 @@ from quotas.exceptions import InvalidTransition, PermissionDenied
 from quotas.models import Membership, Team
 from quotas.querysets import is_site_admin
 from quotas.services import audit
+from quotas.signals import membership_changed
 
 __all__ = ["add_member", "change_role", "remove_member"]
-
-logger = logging.getLogger(__name__)
 
 
 def _require_manager(actor, team: Team) -> None:
@@ -65,23 +62,9 @@ def _keeps_a_lead(team: Team, membership: Membership, actor) -> None:
 
 
 def _request_sync(reason: str) -> None:
-    """Memberships are rendered as RoleBindings: ask for a sync after commit.
-
-    A broker outage is logged, not raised: the membership change has been committed, and the
-    beat schedule re-syncs every few minutes anyway.
-    """
-
-    def enqueue() -> None:
-        from kombu.exceptions import OperationalError
-
-        from scheduling.tasks import sync_cluster
-
-        try:
-            sync_cluster.delay(trigger=f"members:{reason}")
-        except (OperationalError, OSError):
-            logger.exception("could not enqueue a sync after a membership %s", reason)
-
-    transaction.on_commit(enqueue)
+    """Memberships are rendered as RoleBindings: announce the change after commit
+    (``membership_changed``; the scheduling app enqueues the sync)."""
+    transaction.on_commit(lambda: membership_changed.send(sender=Membership, reason=reason))
 
 
 def add_member(team: Team, *, username: str, role: str, actor) -> Membership:

@@ -9,7 +9,8 @@ The services send these (so the UI and the REST API notify alike); links use
 
 Delivery is best effort and happens after the transaction commits: a failing mail server or
 webhook is logged and never raised, so it cannot undo or fail the decision that was made. The
-webhook body is ``{"text": ...}`` (``monitoring.notify.post_webhook``, shared with the alerts).
+webhook body is ``{"text": ...}`` (``quotas.webhook.post_webhook``, shared with the
+alerts).
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
 
-from monitoring.notify import post_webhook
 from quotas.choices import MembershipRole, QuotaRequestStatus
 from quotas.models import Membership, QuotaRequest
 from quotas.quantities import format_quantity
+from quotas.webhook import post_webhook
 
 __all__ = ["request_decided", "request_expired", "request_submitted"]
 
@@ -109,7 +110,7 @@ def _after_commit(send) -> None:
 
 def _url(request: QuotaRequest) -> str:
     base = getattr(settings, "FAIRSHARE_BASE_URL", "").rstrip("/")
-    return f"{base}{reverse('quotas:quotarequest', args=[request.pk])}" if base else ""
+    return f"{base}{reverse('portal:quotarequest', args=[request.pk])}" if base else ""
 
 
 def request_submitted(request: QuotaRequest, *, url: str = "") -> None:

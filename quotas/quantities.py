@@ -1,7 +1,7 @@
 """Kubernetes quantities and resource names at the Django edge.
 
 Parsing uses ``kubernetes.utils.parse_quantity`` (the Kubernetes grammar, exact Decimal results);
-rendering uses the pure ``scheduling.domain.quantity.format_quantity``.
+rendering uses the pure ``quotas.domain.quantity.format_quantity``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from decimal import Decimal
 from django.core.exceptions import ValidationError
 from kubernetes.utils import parse_quantity as _k8s_parse_quantity
 
-from scheduling.domain.quantity import format_quantity
+from quotas.domain.quantity import format_quantity
 
 __all__ = [
     "GPU",

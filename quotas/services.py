@@ -37,8 +37,8 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from monitoring.models import CapacitySnapshot
 from quotas import notify
+from quotas.capacity import latest_capacity
 from quotas.choices import AuditVerb, QuotaRequestStatus
 from quotas.exceptions import (
     InvalidTransition,
@@ -70,14 +70,15 @@ def capacity_lock() -> None:
     """Serialize capacity checks across transactions (call inside ``transaction.atomic``).
 
     PostgreSQL: a transaction-scoped advisory lock. SQLite: writes are already serialized
-    (settings use BEGIN IMMEDIATE). Other backends: lock the newest capacity row.
+    (settings use BEGIN IMMEDIATE). Other backends: lock one fixed row (the first team), which
+    every capacity check locks in turn.
     """
     vendor = connection.vendor
     if vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
     elif vendor != "sqlite":
-        list(CapacitySnapshot.objects.select_for_update().order_by("-taken_at")[:1])
+        list(Team.objects.select_for_update().order_by("pk").values_list("pk", flat=True)[:1])
 
 
 def audit(
@@ -152,7 +153,7 @@ def notify_quota_changed(team_ids: Iterable[int], reason: str) -> None:
 
 def usable_capacity(capacity: Mapping[str, Decimal] | None = None) -> dict[str, Decimal]:
     """Schedulable capacity × (1 − reserve), per resource, from the latest capacity record."""
-    amounts = CapacitySnapshot.latest_amounts() if capacity is None else capacity
+    amounts = latest_capacity() if capacity is None else capacity
     keep = Decimal(1) - settings.FAIRSHARE_CAPACITY_RESERVE
     result = {}
     for resource, amount in amounts.items():

@@ -5,3 +5,7 @@ from django.dispatch import Signal
 # Sent after commit whenever guarantees, limits, weights or tiers change.
 # Arguments: team_ids (list[int]), reason (str).
 quota_changed = Signal()
+
+# Sent after commit whenever a membership is added, changes role or is removed (memberships are
+# rendered as RoleBindings). Arguments: reason ("add", "role" or "remove").
+membership_changed = Signal()

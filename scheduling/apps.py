@@ -6,7 +6,10 @@ class SchedulingConfig(AppConfig):
     verbose_name = "Fair share and cluster sync"
 
     def ready(self) -> None:
-        from quotas.signals import quota_changed
+        from quotas.signals import membership_changed, quota_changed
         from scheduling import receivers
 
         quota_changed.connect(receivers.on_quota_changed, dispatch_uid="scheduling.sync_on_quota")
+        membership_changed.connect(
+            receivers.on_membership_changed, dispatch_uid="scheduling.sync_on_membership"
+        )

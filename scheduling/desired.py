@@ -35,9 +35,9 @@ from collections.abc import Iterable, Mapping
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
+from quotas.domain.quantity import is_byte_resource
 from quotas.models import LimitPolicy, Membership, Namespace, PriorityTier, Team, TeamQuota
 from quotas.quantities import is_integral_resource
-from scheduling.domain.quantity import is_byte_resource
 from scheduling.domain.types import (
     OVERCOMMITTABLE_RESOURCES,
     ClusterSpec,

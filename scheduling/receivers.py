@@ -32,3 +32,17 @@ def on_quota_changed(
             reason or "a quota change",
             team_ids,
         )
+
+
+def on_membership_changed(sender: Any, reason: str = "", **kwargs: Any) -> None:
+    """Sync the cluster (RoleBindings) after a membership change, sent after commit.
+
+    A broker outage is logged, not raised: the membership change has been committed, and the
+    beat schedule re-syncs every few minutes anyway.
+    """
+    from scheduling.tasks import sync_cluster
+
+    try:
+        sync_cluster.delay(trigger=f"members:{reason}")
+    except (OperationalError, OSError):
+        log.exception("could not enqueue a sync after a membership %s", reason)

@@ -42,10 +42,10 @@ from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef, Sum
 
 from monitoring.models import CapacitySnapshot, UsageSample
+from quotas.domain.quantity import is_byte_resource
 from quotas.models import Team, TeamQuota
 from quotas.quantities import format_quantity, is_integral_resource, parse_quantity
 from scheduling.domain.fairness import Tenant
-from scheduling.domain.quantity import is_byte_resource
 from scheduling.exceptions import NoCapacity, ShareProblemError
 
 __all__ = [

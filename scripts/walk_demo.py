@@ -32,7 +32,7 @@ from playwright.sync_api import Page, sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-# seed_demo's logins (quotas/management/commands/seed_demo.py USERS): every role once at least.
+# seed_demo's logins (portal/management/commands/seed_demo.py USERS): every role once at least.
 LOGINS = [
     ("admin", "admin-demo-pass", "site admin"),
     ("dana", "dana-demo-pass", "department lead"),

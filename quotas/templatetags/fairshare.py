@@ -13,9 +13,9 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 
+from quotas.domain.quantity import BINARY_SUFFIXES, is_byte_resource
 from quotas.quantities import format_quantity, is_integral_resource
 from quotas.querysets import is_site_admin
-from scheduling.domain.quantity import BINARY_SUFFIXES, is_byte_resource
 
 register = template.Library()
 

@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
-from scheduling.domain.quantity import format_quantity, is_byte_resource
+from quotas.domain.quantity import format_quantity, is_byte_resource
 from scheduling.domain.types import (
     OVERCOMMITTABLE_RESOURCES,
     ROLES,

@@ -171,43 +171,43 @@ ROUTES: dict[str, Route] = {
     "monitoring:metrics": r(GET="403 " * 9 + "403"),  # not loopback, no metrics token
     "api-schema": r(GET=PUBLIC),
     "api-docs": r(GET=PUBLIC),
-    "quotas:team": r(lambda w: {"slug": "team-a"}, GET=TEAM_A_PAGE),
-    "quotas:member_add": r(
+    "portal:team": r(lambda w: {"slug": "team-a"}, GET=TEAM_A_PAGE),
+    "portal:member_add": r(
         lambda w: {"slug": "team-a"},
         GET=POST_ONLY,
         POST=(LEAD_POST, lambda w: {"add-username": "nobody", "add-role": "viewer"}),
     ),
-    "quotas:member_update": r(
+    "portal:member_update": r(
         lambda w: {"slug": "team-a", "membership_id": w.membership.pk},
         GET=POST_ONLY,
         POST=(LEAD_POST, lambda w: {f"m{w.membership.pk}-role": "viewer"}),
     ),
-    "quotas:member_remove": r(
+    "portal:member_remove": r(
         lambda w: {"slug": "team-a", "membership_id": w.membership.pk},
         GET=POST_ONLY,
         POST=(LEAD_POST, None),
     ),
-    "quotas:quotarequest_create": r(
+    "portal:quotarequest_create": r(
         lambda w: {"slug": "team-a"}, GET=LEAD_FORM, POST=(LEAD_POST, request_form)
     ),
-    "quotas:quotarequest_preview": r(
+    "portal:quotarequest_preview": r(
         lambda w: {"slug": "team-a"}, GET=POST_ONLY, POST=(LEAD_FORM, request_form)
     ),
-    "quotas:quotarequest_list": r(GET=PAGE),
-    "quotas:quotarequest": r(lambda w: {"pk": w.request.pk}, GET=TEAM_A_PAGE),
-    "quotas:quotarequest_withdraw": r(
+    "portal:quotarequest_list": r(GET=PAGE),
+    "portal:quotarequest": r(lambda w: {"pk": w.request.pk}, GET=TEAM_A_PAGE),
+    "portal:quotarequest_withdraw": r(
         lambda w: {"pk": w.request.pk}, GET=POST_ONLY, POST=(LEAD_POST, None)
     ),
-    "quotas:approval_queue": r(GET=ADMIN_PAGE),
-    "quotas:approval_preview": r(
+    "portal:approval_queue": r(GET=ADMIN_PAGE),
+    "portal:approval_preview": r(
         lambda w: {"pk": w.request.pk}, GET=ADMIN_PAGE, POST=(ADMIN_PAGE, decision_form)
     ),
-    "quotas:quotarequest_decide": r(
+    "portal:quotarequest_decide": r(
         lambda w: {"pk": w.request.pk},
         GET=POST_ONLY,
         POST=("login 403 403 403 403 403 3xx login login login", decision_form),
     ),
-    "quotas:rebalance": r(GET=ADMIN_PAGE, POST=(ADMIN_PAGE, rebalance_form)),
+    "portal:rebalance": r(GET=ADMIN_PAGE, POST=(ADMIN_PAGE, rebalance_form)),
     # Sync runs: every signed-in person sees the runs, with only their teams' items
     # (tests/scheduling/test_views.py checks the items); only admins start one.
     "scheduling:syncrun_list": r(GET=PAGE),
@@ -218,8 +218,8 @@ ROUTES: dict[str, Route] = {
         POST=("login 403 403 403 403 403 3xx login login login", lambda w: {"mode": "dry-run"}),
     ),
     # Chargeback reports: everyone signed in, rows of their own teams only.
-    "monitoring:reports": r(query={"month": "2025-05"}, GET=PAGE),
-    "monitoring:reports_csv": r(query={"month": "2025-05"}, GET=PAGE),
+    "portal:reports": r(query={"month": "2025-05"}, GET=PAGE),
+    "portal:reports_csv": r(query={"month": "2025-05"}, GET=PAGE),
     # ---- API: tenancy
     "quotas-api:team-list": r(
         GET=API_LIST,

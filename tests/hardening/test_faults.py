@@ -125,7 +125,7 @@ def test_an_ui_approval_succeeds_with_redis_down_and_the_next_sync_applies_it(
         django_capture_on_commit_callbacks(execute=True) as callbacks,
     ):
         response = client.post(
-            reverse("quotas:quotarequest_decide", args=[req.pk]),
+            reverse("portal:quotarequest_decide", args=[req.pk]),
             {
                 "decision": "approve",
                 f"r{req.pk}-line0_guarantee": "24",
@@ -147,7 +147,7 @@ def test_an_ui_approval_succeeds_with_redis_down_and_the_next_sync_applies_it(
     assert "could not enqueue" in record.getMessage() and record.exc_info
     # The site keeps serving meanwhile.
     assert client.get(reverse("home")).status_code == 200
-    assert client.get(reverse("quotas:team", args=["team-a"])).status_code == 200
+    assert client.get(reverse("portal:team", args=["team-a"])).status_code == 200
 
     # Redis returns; nothing was queued, but the next scheduled run picks the approval up.
     _redis_returns(dead_broker, settings, monkeypatch, original)

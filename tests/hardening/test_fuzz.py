@@ -220,7 +220,7 @@ def test_no_form_answers_a_hostile_value_with_a_5xx(world, role):
     for name, route in sorted(ROUTES.items()):
         if is_api(name) or "POST" not in route.methods or name in ("logout", "login"):
             continue
-        if role == "alice" and not name.startswith(("quotas:member", "quotas:quotarequest")):
+        if role == "alice" and not name.startswith(("portal:member", "portal:quotarequest")):
             continue  # the admins' forms answer her 403 before reading a field
         _expected, body = route.methods["POST"]
         base = body(world) if body else {}
@@ -240,7 +240,7 @@ def test_no_form_answers_a_hostile_value_with_a_5xx(world, role):
                         url, urlencode(data), content_type="application/x-www-form-urlencoded"
                     )
                     # A form that was accepted must leave every page readable.
-                    after = client.get(reverse("quotas:quotarequest_list"))
+                    after = client.get(reverse("portal:quotarequest_list"))
                     transaction.set_rollback(True)
                 sent += 1
                 if response.status_code >= 500 or after.status_code >= 500:

@@ -141,7 +141,7 @@ def test_an_oversized_ui_form_is_refused_with_400(world):
     before = snapshot_of_writes()
 
     response = client.post(
-        reverse("quotas:quotarequest_create", args=["team-a"]),
+        reverse("portal:quotarequest_create", args=["team-a"]),
         request_form(world) | {"justification": padding},
     )
 
@@ -153,7 +153,7 @@ def test_a_form_with_too_many_fields_is_refused_with_400(world):
     client = client_for(world, "alice")
     data = request_form(world) | {f"junk-{i}": "1" for i in range(5000)}
 
-    response = client.post(reverse("quotas:quotarequest_create", args=["team-a"]), data)
+    response = client.post(reverse("portal:quotarequest_create", args=["team-a"]), data)
 
     assert_client_error(response)
 
@@ -162,7 +162,7 @@ def test_a_formset_claiming_a_million_rows_is_a_form_error(world):
     client = client_for(world, "alice")
     data = request_form(world) | {"lines-TOTAL_FORMS": "1000000"}
 
-    response = client.post(reverse("quotas:quotarequest_create", args=["team-a"]), data)
+    response = client.post(reverse("portal:quotarequest_create", args=["team-a"]), data)
 
     assert response.status_code == 200
     assert QuotaRequest.objects.count() == 1
@@ -199,7 +199,7 @@ def test_the_ui_request_form_shows_an_error_for_an_absurd_quantity(world, value)
     before = snapshot_of_writes()
 
     response = client.post(
-        reverse("quotas:quotarequest_create", args=["team-a"]),
+        reverse("portal:quotarequest_create", args=["team-a"]),
         request_form(world) | {"lines-0-guarantee": value},
     )
 
@@ -215,11 +215,11 @@ def test_the_ui_preview_and_decision_forms_reject_an_absurd_quantity(world, valu
     before = snapshot_of_writes()
 
     preview = client.post(
-        reverse("quotas:quotarequest_preview", args=["team-a"]),
+        reverse("portal:quotarequest_preview", args=["team-a"]),
         request_form(world) | {"lines-0-limit": value},
     )
     decide = client.post(
-        reverse("quotas:quotarequest_decide", args=[world.request.pk]),
+        reverse("portal:quotarequest_decide", args=[world.request.pk]),
         {"decision": "approve", f"{prefix}-line0_guarantee": value, f"{prefix}-line0_limit": "48"},
     )
 
@@ -341,7 +341,7 @@ def test_chargeback_parameters_are_validated_not_crashed_on(world, params, fmt):
         reverse("monitoring-api:chargeback"), params | {"format": fmt}
     )
     page = client_for(world, "root").get(
-        reverse("monitoring:reports_csv" if fmt == "csv" else "monitoring:reports"),
+        reverse("portal:reports_csv" if fmt == "csv" else "portal:reports"),
         {"start": params["start"], "end": params["end"], "group_by": params.get("group_by", "")},
     )
 
@@ -389,18 +389,18 @@ def test_names_justifications_and_notes_are_escaped_on_every_page(world):
     req, rejected = _hostile_world(world)
     pages = [
         reverse("home"),
-        reverse("quotas:team", args=["team-a"]),
-        reverse("quotas:quotarequest_list"),
-        reverse("quotas:quotarequest", args=[req.pk]),
-        reverse("quotas:quotarequest", args=[rejected.pk]),
-        reverse("quotas:quotarequest_create", args=["team-a"]),
-        reverse("quotas:approval_queue"),
-        reverse("quotas:approval_preview", args=[req.pk]),
-        reverse("quotas:rebalance"),
+        reverse("portal:team", args=["team-a"]),
+        reverse("portal:quotarequest_list"),
+        reverse("portal:quotarequest", args=[req.pk]),
+        reverse("portal:quotarequest", args=[rejected.pk]),
+        reverse("portal:quotarequest_create", args=["team-a"]),
+        reverse("portal:approval_queue"),
+        reverse("portal:approval_preview", args=[req.pk]),
+        reverse("portal:rebalance"),
         reverse("scheduling:syncrun_list"),
         reverse("scheduling:syncrun", args=[world.sync_run.pk]) + "?show=all",
-        reverse("monitoring:reports") + "?month=2025-05&group_by=team&group_by=cost_center",
-        reverse("monitoring:reports") + "?month=2025-05&group_by=flavor",
+        reverse("portal:reports") + "?month=2025-05&group_by=team&group_by=cost_center",
+        reverse("portal:reports") + "?month=2025-05&group_by=flavor",
     ]
     for role in ("root", "alice"):
         client = client_for(world, role)
@@ -414,9 +414,9 @@ def test_names_justifications_and_notes_are_escaped_on_every_page(world):
             assert "<img src=x" not in text, (role, url)
     text = client_for(world, "root").get(reverse("home")).content.decode()
     assert "&lt;script&gt;alert(" in text
-    text = client_for(world, "root").get(reverse("quotas:approval_queue")).content.decode()
+    text = client_for(world, "root").get(reverse("portal:approval_queue")).content.decode()
     assert "&lt;img src=x" in text
-    text = client_for(world, "alice").get(reverse("quotas:quotarequest", args=[rejected.pk]))
+    text = client_for(world, "alice").get(reverse("portal:quotarequest", args=[rejected.pk]))
     assert "No: &lt;script&gt;" in text.content.decode()
 
 
@@ -456,7 +456,7 @@ def test_chargeback_csv_cells_never_start_a_formula(world, formula):
         },
     )
     page = client.get(
-        reverse("monitoring:reports_csv"),
+        reverse("portal:reports_csv"),
         {"month": "2025-05", "group_by": ["cost_center", "flavor"]},
     )
     for response in (api, page):

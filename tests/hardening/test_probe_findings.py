@@ -324,10 +324,10 @@ def test_an_updated_after_filter_with_any_offset_is_not_a_500(world, offset):
     ],
 )
 def test_report_dates_in_year_9999_or_1_are_form_errors(world, params):
-    for name in ("monitoring:reports", "monitoring:reports_csv"):
+    for name in ("portal:reports", "portal:reports_csv"):
         response = client_for(world, "root").get(reverse(name), params)
         assert response.status_code in (200, 400), (name, params, response.status_code)
-        if name == "monitoring:reports":
+        if name == "portal:reports":
             assert response.context["form"].errors, params
 
 
@@ -347,10 +347,10 @@ def test_a_request_window_that_leaves_the_calendar_in_utc_is_a_form_error(world)
 
     client = client_for(world, "alice")
     data = request_form(world) | {"window_end": "9999-12-31T23:59", "tz": "Etc/GMT+12"}
-    response = client.post(reverse("quotas:quotarequest_create", args=["team-a"]), data)
+    response = client.post(reverse("portal:quotarequest_create", args=["team-a"]), data)
     assert response.status_code == 200
     assert "Give a time between 1970 and 9000" in response.content.decode()
-    assert client.get(reverse("quotas:quotarequest_list")).status_code == 200
+    assert client.get(reverse("portal:quotarequest_list")).status_code == 200
 
 
 @pytest.mark.parametrize("end", ["9999-12-31T23:59:59Z", "9999-12-31T23:59:59-23:59"])

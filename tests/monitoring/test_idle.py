@@ -12,7 +12,7 @@ from django.core import mail
 
 from monitoring import services
 from monitoring.models import GpuSample, IdleGpuAlert
-from monitoring.notify import post_webhook
+from quotas.webhook import post_webhook
 
 NOW = datetime(2025, 5, 1, 12, 0, tzinfo=UTC)
 STEP = timedelta(minutes=5)

@@ -84,7 +84,7 @@ def test_the_webhook_gets_a_slack_compatible_body(
     req = submit(cast)
 
     with (
-        mock.patch("monitoring.notify.urllib.request.urlopen") as urlopen,
+        mock.patch("quotas.webhook.urllib.request.urlopen") as urlopen,
         django_capture_on_commit_callbacks(execute=True),
     ):
         notify.request_submitted(req)

@@ -117,7 +117,7 @@ def test_the_decision_form_says_why_it_refuses(cast, second_admin):
     client = Client()
     client.force_login(cast.root)
     response = client.post(
-        reverse("quotas:quotarequest_decide", args=[request.pk]),
+        reverse("portal:quotarequest_decide", args=[request.pk]),
         {
             "decision": "reject",
             f"r{request.pk}-note": "no",

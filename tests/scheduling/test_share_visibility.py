@@ -110,7 +110,7 @@ def preview_html(client) -> str:
         "justification": "x",
         "tz": "UTC",
     }
-    response = client.post(reverse("quotas:quotarequest_preview", args=["team-a"]), data)
+    response = client.post(reverse("portal:quotarequest_preview", args=["team-a"]), data)
     assert response.status_code == 200
     return response.content.decode()
 
@@ -147,10 +147,10 @@ def test_a_stored_preview_is_shown_by_the_viewers_rule(cast):
     request.save()
     assert "team-b" in request.preview["losers"]
     for user in (cast.bob, cast.vic, cast.alice):  # team-a's people open the request
-        html = page(user).get(reverse("quotas:quotarequest", args=[request.pk])).content.decode()
+        html = page(user).get(reverse("portal:quotarequest", args=[request.pk])).content.decode()
         assert "team-b" not in html, user
         assert "Other teams, together" in html
-    html = page(cast.root).get(reverse("quotas:quotarequest", args=[request.pk])).content.decode()
+    html = page(cast.root).get(reverse("portal:quotarequest", args=[request.pk])).content.decode()
     assert "team-b" in html
 
 

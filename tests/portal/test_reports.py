@@ -21,8 +21,8 @@ from tests.base import GPU
 pytestmark = pytest.mark.django_db
 
 D = Decimal
-PAGE = reverse("monitoring:reports")
-CSV = reverse("monitoring:reports_csv")
+PAGE = reverse("portal:reports")
+CSV = reverse("portal:reports_csv")
 API = "/api/v1/chargeback/"
 MAY = {"month": "2025-05"}
 

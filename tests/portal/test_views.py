@@ -116,12 +116,12 @@ def rebalance_data(cast, **rows) -> dict:
 
 PAGES = {
     "dashboard": lambda cast, req: reverse("home"),
-    "team": lambda cast, req: reverse("quotas:team", args=["team-a"]),
-    "request_create": lambda cast, req: reverse("quotas:quotarequest_create", args=["team-a"]),
-    "request_list": lambda cast, req: reverse("quotas:quotarequest_list"),
-    "request_detail": lambda cast, req: reverse("quotas:quotarequest", args=[req.pk]),
-    "approvals": lambda cast, req: reverse("quotas:approval_queue"),
-    "rebalance": lambda cast, req: reverse("quotas:rebalance"),
+    "team": lambda cast, req: reverse("portal:team", args=["team-a"]),
+    "request_create": lambda cast, req: reverse("portal:quotarequest_create", args=["team-a"]),
+    "request_list": lambda cast, req: reverse("portal:quotarequest_list"),
+    "request_detail": lambda cast, req: reverse("portal:quotarequest", args=[req.pk]),
+    "approvals": lambda cast, req: reverse("portal:approval_queue"),
+    "rebalance": lambda cast, req: reverse("portal:rebalance"),
 }
 
 # Expected status per page and person: outsiders get 404 for team-a's objects, people who may
@@ -169,11 +169,11 @@ def test_the_request_list_shows_only_requests_the_user_may_see(client, cast):
     theirs = pending_request(cast, team=cast.team_b, requester=cast.charlie)
 
     login(client, cast.bob)
-    shown = list(client.get(reverse("quotas:quotarequest_list")).context["page"].object_list)
+    shown = list(client.get(reverse("portal:quotarequest_list")).context["page"].object_list)
 
     assert shown == [mine]
     login(client, cast.root)
-    shown = list(client.get(reverse("quotas:quotarequest_list")).context["page"].object_list)
+    shown = list(client.get(reverse("portal:quotarequest_list")).context["page"].object_list)
     assert set(shown) == {mine, theirs}
 
 
@@ -238,9 +238,9 @@ def test_team_names_and_justifications_are_escaped(client, cast):
 
     for url in (
         reverse("home"),
-        reverse("quotas:team", args=["team-a"]),
-        reverse("quotas:quotarequest", args=[req.pk]),
-        reverse("quotas:approval_queue"),
+        reverse("portal:team", args=["team-a"]),
+        reverse("portal:quotarequest", args=[req.pk]),
+        reverse("portal:approval_queue"),
     ):
         text = client.get(url).content.decode()
         assert "<script>alert" not in text, url
@@ -251,7 +251,7 @@ def test_team_names_and_justifications_are_escaped(client, cast):
 def test_forms_are_protected_against_csrf(cast):
     client = Client(enforce_csrf_checks=True)
     client.force_login(cast.alice)
-    url = reverse("quotas:quotarequest_create", args=["team-a"])
+    url = reverse("portal:quotarequest_create", args=["team-a"])
 
     assert b"csrfmiddlewaretoken" in client.get(url).content
     assert client.post(url, request_form_data()).status_code == 403
@@ -264,7 +264,7 @@ def test_forms_are_protected_against_csrf(cast):
 def test_the_request_form_is_prefilled_with_the_current_quota_and_a_blank_row(client, cast):
     login(client, cast.alice)
 
-    formset = client.get(reverse("quotas:quotarequest_create", args=["team-a"])).context["formset"]
+    formset = client.get(reverse("portal:quotarequest_create", args=["team-a"])).context["formset"]
 
     assert [f.initial for f in formset.forms[:1]] == [
         {"resource": GPU, "guarantee": "20", "limit": "40"}
@@ -279,12 +279,12 @@ def test_a_lead_submits_a_request_and_the_approvers_are_emailed(
 
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
-            reverse("quotas:quotarequest_create", args=["team-a"]), request_form_data()
+            reverse("portal:quotarequest_create", args=["team-a"]), request_form_data()
         )
 
     req = QuotaRequest.objects.get()
     assert response.status_code == 302 and response.url == reverse(
-        "quotas:quotarequest", args=[req.pk]
+        "portal:quotarequest", args=[req.pk]
     )
     line = req.lines.get()
     assert (line.resource, line.guarantee, line.limit) == (GPU, Decimal(30), Decimal(50))
@@ -305,7 +305,7 @@ def test_a_new_resource_row_is_added_to_the_request(client, cast):
         }
     )
 
-    client.post(reverse("quotas:quotarequest_create", args=["team-a"]), data)
+    client.post(reverse("portal:quotarequest_create", args=["team-a"]), data)
 
     line = QuotaRequest.objects.get().lines.get()  # the unchanged GPU row is not a line
     assert (line.resource, line.guarantee, line.limit) == ("cpu", Decimal("0.5"), Decimal(2))
@@ -317,7 +317,7 @@ def test_a_temporary_request_reads_the_window_in_the_browsers_time_zone(client, 
         window_start="2099-01-01T09:00", window_end="2099-01-02T09:00", tz="Europe/Berlin"
     )
 
-    client.post(reverse("quotas:quotarequest_create", args=["team-a"]), data)
+    client.post(reverse("portal:quotarequest_create", args=["team-a"]), data)
 
     req = QuotaRequest.objects.get()
     assert req.window_start.isoformat() == "2099-01-01T08:00:00+00:00"
@@ -344,7 +344,7 @@ def test_bad_amounts_are_shown_next_to_their_row(client, cast, overrides, field,
     login(client, cast.alice)
 
     response = client.post(
-        reverse("quotas:quotarequest_create", args=["team-a"]), request_form_data(**overrides)
+        reverse("portal:quotarequest_create", args=["team-a"]), request_form_data(**overrides)
     )
 
     assert response.status_code == 200
@@ -375,7 +375,7 @@ def test_a_bad_window_or_missing_justification_is_shown_next_to_the_field(
     login(client, cast.alice)
 
     response = client.post(
-        reverse("quotas:quotarequest_create", args=["team-a"]), request_form_data(**overrides)
+        reverse("portal:quotarequest_create", args=["team-a"]), request_form_data(**overrides)
     )
 
     assert any(message in e for e in response.context["form"].errors[field])
@@ -386,7 +386,7 @@ def test_a_request_that_changes_nothing_says_so(client, cast):
     login(client, cast.alice)
 
     response = client.post(
-        reverse("quotas:quotarequest_create", args=["team-a"]),
+        reverse("portal:quotarequest_create", args=["team-a"]),
         request_form_data(**{"lines-0-guarantee": "20", "lines-0-limit": "40"}),
     )
 
@@ -399,7 +399,7 @@ def test_service_errors_keyed_by_line_land_on_the_row_that_sent_it(client, cast)
 
     with mock.patch.object(quota_services, "submit_request", side_effect=error):
         response = client.post(
-            reverse("quotas:quotarequest_create", args=["team-a"]), request_form_data()
+            reverse("portal:quotarequest_create", args=["team-a"]), request_form_data()
         )
 
     assert response.context["formset"].forms[0].errors["limit"] == ["Too big for us."]
@@ -414,7 +414,7 @@ def test_the_preview_endpoint_returns_the_partial_and_writes_nothing(client, cas
 
     with CaptureQueriesContext(connection) as ctx:
         response = client.post(
-            reverse("quotas:quotarequest_preview", args=["team-a"]),
+            reverse("portal:quotarequest_preview", args=["team-a"]),
             request_form_data(),
             HTTP_HX_REQUEST="true",
         )
@@ -432,7 +432,7 @@ def test_the_preview_flags_a_request_over_capacity(client, cast):
     login(client, cast.alice)
 
     response = client.post(
-        reverse("quotas:quotarequest_preview", args=["team-a"]),
+        reverse("portal:quotarequest_preview", args=["team-a"]),
         request_form_data(**{"lines-0-guarantee": "70", "lines-0-limit": "80"}),
     )
 
@@ -443,7 +443,7 @@ def test_the_preview_asks_to_fix_bad_amounts_first(client, cast):
     login(client, cast.alice)
 
     response = client.post(
-        reverse("quotas:quotarequest_preview", args=["team-a"]),
+        reverse("portal:quotarequest_preview", args=["team-a"]),
         request_form_data(**{"lines-0-guarantee": "lots"}),
     )
 
@@ -455,7 +455,7 @@ def test_only_leads_may_preview(client, cast, who, status):
     login(client, getattr(cast, who))
 
     response = client.post(
-        reverse("quotas:quotarequest_preview", args=["team-a"]), request_form_data()
+        reverse("portal:quotarequest_preview", args=["team-a"]), request_form_data()
     )
 
     assert response.status_code == status
@@ -464,7 +464,7 @@ def test_only_leads_may_preview(client, cast, who, status):
 def test_the_approval_preview_uses_the_adjusted_amounts_and_writes_nothing(client, cast):
     req = pending_request(cast)
     login(client, cast.root)
-    url = reverse("quotas:approval_preview", args=[req.pk])
+    url = reverse("portal:approval_preview", args=[req.pk])
 
     with CaptureQueriesContext(connection) as ctx:
         lazy = client.get(url)
@@ -481,9 +481,9 @@ def test_the_approval_preview_uses_the_adjusted_amounts_and_writes_nothing(clien
 def test_a_failing_solver_shows_a_message_instead_of_breaking_the_form(client, cast, caplog):
     login(client, cast.alice)
 
-    with mock.patch("scheduling.services.what_if", side_effect=IndexError("solver bug")):
+    with mock.patch("portal.previews.what_if", side_effect=IndexError("solver bug")):
         response = client.post(
-            reverse("quotas:quotarequest_preview", args=["team-a"]), request_form_data()
+            reverse("portal:quotarequest_preview", args=["team-a"]), request_form_data()
         )
 
     assert response.status_code == 200
@@ -495,11 +495,11 @@ def test_a_decided_request_shows_the_preview_it_was_decided_on(client, cast):
     req = pending_request(cast)
     login(client, cast.root)
     client.post(
-        reverse("quotas:quotarequest_decide", args=[req.pk]),
+        reverse("portal:quotarequest_decide", args=[req.pk]),
         {"decision": "approve", f"r{req.pk}-line0_guarantee": "30", f"r{req.pk}-line0_limit": "50"},
     )
 
-    response = client.get(reverse("quotas:quotarequest", args=[req.pk]))
+    response = client.get(reverse("portal:quotarequest", args=[req.pk]))
 
     assert response.context["whatif"] is None
     assert response.context["stored_preview"]["focus"]["slug"] == "team-a"
@@ -514,10 +514,10 @@ def test_the_requester_withdraws_a_pending_request_and_the_team_is_told(
 ):
     req = pending_request(cast)
     login(client, cast.alice)
-    assert client.get(reverse("quotas:quotarequest", args=[req.pk])).context["can_withdraw"]
+    assert client.get(reverse("portal:quotarequest", args=[req.pk])).context["can_withdraw"]
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post(reverse("quotas:quotarequest_withdraw", args=[req.pk]))
+        response = client.post(reverse("portal:quotarequest_withdraw", args=[req.pk]))
 
     req.refresh_from_db()
     assert response.status_code == 302
@@ -530,7 +530,7 @@ def test_members_and_outsiders_cannot_withdraw(client, cast, who, status):
     req = pending_request(cast)
     login(client, getattr(cast, who))
 
-    response = client.post(reverse("quotas:quotarequest_withdraw", args=[req.pk]))
+    response = client.post(reverse("portal:quotarequest_withdraw", args=[req.pk]))
 
     assert response.status_code == status
     req.refresh_from_db()
@@ -541,7 +541,7 @@ def test_members_see_no_withdraw_button(client, cast):
     req = pending_request(cast)
     login(client, cast.bob)
 
-    response = client.get(reverse("quotas:quotarequest", args=[req.pk]))
+    response = client.get(reverse("portal:quotarequest", args=[req.pk]))
 
     assert not response.context["can_withdraw"]
     assert b"Withdraw" not in response.content
@@ -558,7 +558,7 @@ def test_the_queue_lists_pending_requests_oldest_first(client, cast):
     third = pending_request(cast, guarantee="25")
     login(client, cast.root)
 
-    items = client.get(reverse("quotas:approval_queue")).context["items"]
+    items = client.get(reverse("portal:approval_queue")).context["items"]
 
     assert [item["request"] for item in items] == [second, third]
 
@@ -571,17 +571,17 @@ def test_approving_from_the_queue_raises_the_quota_and_stores_the_preview(
 
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
-            reverse("quotas:quotarequest_decide", args=[req.pk]),
+            reverse("portal:quotarequest_decide", args=[req.pk]),
             {
                 "decision": "approve",
                 f"r{req.pk}-line0_guarantee": "30",
                 f"r{req.pk}-line0_limit": "50",
                 f"r{req.pk}-note": "Go.",
-                "next": reverse("quotas:approval_queue"),
+                "next": reverse("portal:approval_queue"),
             },
         )
 
-    assert response.status_code == 302 and response.url == reverse("quotas:approval_queue")
+    assert response.status_code == 302 and response.url == reverse("portal:approval_queue")
     req.refresh_from_db()
     quota = TeamQuota.objects.get(team=cast.team_a, resource=GPU)
     assert req.status == QuotaRequestStatus.APPROVED and req.decided_by == cast.root
@@ -596,7 +596,7 @@ def test_an_approver_may_grant_adjusted_amounts(client, cast):
     login(client, cast.root)
 
     client.post(
-        reverse("quotas:quotarequest_decide", args=[req.pk]),
+        reverse("portal:quotarequest_decide", args=[req.pk]),
         {
             "decision": "approve",
             f"r{req.pk}-line0_guarantee": "25",
@@ -616,7 +616,7 @@ def test_over_capacity_is_shown_as_an_error_on_the_resource_and_nothing_changes(
     login(client, cast.root)
 
     response = client.post(
-        reverse("quotas:quotarequest_decide", args=[req.pk]),
+        reverse("portal:quotarequest_decide", args=[req.pk]),
         {"decision": "approve", f"r{req.pk}-line0_guarantee": "70", f"r{req.pk}-line0_limit": "80"},
     )
 
@@ -635,7 +635,7 @@ def test_a_decrease_below_usage_is_flagged_with_the_namespaces_that_keep_running
     req = pending_request(cast, guarantee="5", limit="10")
     login(client, cast.root)
 
-    text = client.get(reverse("quotas:approval_preview", args=[req.pk])).content.decode()
+    text = client.get(reverse("portal:approval_preview", args=[req.pk])).content.decode()
 
     assert "Below current usage" in text
     assert "<code>team-a-ml</code> keeps running 18" in text
@@ -646,7 +646,7 @@ def test_rejecting_needs_a_reason(client, cast):
     login(client, cast.root)
 
     response = client.post(
-        reverse("quotas:quotarequest_decide", args=[req.pk]),
+        reverse("portal:quotarequest_decide", args=[req.pk]),
         {"decision": "reject", f"r{req.pk}-line0_guarantee": "30", f"r{req.pk}-line0_limit": "50"},
     )
 
@@ -661,7 +661,7 @@ def test_rejecting_with_a_reason_tells_the_team(client, cast, django_capture_on_
 
     with django_capture_on_commit_callbacks(execute=True):
         client.post(
-            reverse("quotas:quotarequest_decide", args=[req.pk]),
+            reverse("portal:quotarequest_decide", args=[req.pk]),
             {
                 "decision": "reject",
                 f"r{req.pk}-line0_guarantee": "30",
@@ -681,7 +681,7 @@ def test_deciding_twice_shows_a_message_instead_of_an_error(client, cast):
     login(client, cast.root)
 
     response = client.post(
-        reverse("quotas:quotarequest_decide", args=[req.pk]),
+        reverse("portal:quotarequest_decide", args=[req.pk]),
         {"decision": "approve", f"r{req.pk}-line0_guarantee": "30", f"r{req.pk}-line0_limit": "50"},
         follow=True,
     )
@@ -696,7 +696,7 @@ def test_only_admins_decide(client, cast, who):
     login(client, getattr(cast, who))
 
     response = client.post(
-        reverse("quotas:quotarequest_decide", args=[req.pk]),
+        reverse("portal:quotarequest_decide", args=[req.pk]),
         {"decision": "approve", f"r{req.pk}-line0_guarantee": "30", f"r{req.pk}-line0_limit": "50"},
     )
 
@@ -722,7 +722,7 @@ def test_the_team_page_shows_usage_chart_data_members_requests_and_audit(client,
     pending_request(cast)
     login(client, cast.bob)
 
-    response = client.get(reverse("quotas:team", args=["team-a"]))
+    response = client.get(reverse("portal:team", args=["team-a"]))
 
     chart = response.context["chart"]["charts"][0]
     assert chart["resource"] == GPU
@@ -735,23 +735,23 @@ def test_the_team_page_shows_usage_chart_data_members_requests_and_audit(client,
     assert "Add a member" not in text  # members only read
     assert "Audit trail" not in text  # the audit trail is for leads and admins
     login(client, cast.alice)
-    text = client.get(reverse("quotas:team", args=["team-a"])).content.decode()
+    text = client.get(reverse("portal:team", args=["team-a"])).content.decode()
     assert "Audit trail" in text and "Submitted" in text
 
 
 def test_a_lead_adds_changes_and_removes_members_with_audit_events(client, cast):
     login(client, cast.alice)
-    base = reverse("quotas:member_add", args=["team-a"])
+    base = reverse("portal:member_add", args=["team-a"])
 
     client.post(base, {"add-username": "nobody", "add-role": "viewer"})
     membership = Membership.objects.get(team=cast.team_a, user=cast.nobody)
     client.post(
-        reverse("quotas:member_update", args=["team-a", membership.pk]),
+        reverse("portal:member_update", args=["team-a", membership.pk]),
         {f"m{membership.pk}-role": "member"},
     )
     membership.refresh_from_db()
     assert membership.role == MembershipRole.MEMBER
-    client.post(reverse("quotas:member_remove", args=["team-a", membership.pk]))
+    client.post(reverse("portal:member_remove", args=["team-a", membership.pk]))
 
     assert not Membership.objects.filter(pk=membership.pk).exists()
     verbs = list(
@@ -766,7 +766,7 @@ def test_adding_an_unknown_user_shows_why(client, cast):
     login(client, cast.alice)
 
     response = client.post(
-        reverse("quotas:member_add", args=["team-a"]),
+        reverse("portal:member_add", args=["team-a"]),
         {"add-username": "ghost", "add-role": "member"},
         follow=True,
     )
@@ -779,7 +779,7 @@ def test_the_last_lead_cannot_demote_themselves(client, cast):
     membership = Membership.objects.get(team=cast.team_a, user=cast.alice)
 
     response = client.post(
-        reverse("quotas:member_update", args=["team-a", membership.pk]),
+        reverse("portal:member_update", args=["team-a", membership.pk]),
         {f"m{membership.pk}-role": "member"},
         follow=True,
     )
@@ -794,7 +794,7 @@ def test_members_and_outsiders_cannot_manage_members(client, cast, who, status):
     login(client, getattr(cast, who))
 
     response = client.post(
-        reverse("quotas:member_add", args=["team-a"]),
+        reverse("portal:member_add", args=["team-a"]),
         {"add-username": "nobody", "add-role": "lead"},
     )
 
@@ -810,7 +810,7 @@ def test_rebalance_preview_shows_the_plan_and_writes_nothing(client, cast):
     data = rebalance_data(cast, team_a={"weight": "4", "gpu": "30"}) | {"action": "preview"}
 
     with CaptureQueriesContext(connection) as ctx:
-        response = client.post(reverse("quotas:rebalance"), data)
+        response = client.post(reverse("portal:rebalance"), data)
 
     assert response.status_code == 200
     assert response.context["whatif"] and not response.context["errors"]
@@ -828,7 +828,7 @@ def test_rebalance_applies_weights_tiers_and_guarantees_together(client, cast):
         team_b={"gpu": "40", "cpu": "100"},
     ) | {"action": "apply"}
 
-    response = client.post(reverse("quotas:rebalance"), data)
+    response = client.post(reverse("portal:rebalance"), data)
 
     assert response.status_code == 302
     cast.team_a.refresh_from_db()
@@ -849,7 +849,7 @@ def test_one_bad_row_saves_nothing(client, cast):
         "action": "apply"
     }  # team-b's limit is 60
 
-    response = client.post(reverse("quotas:rebalance"), data)
+    response = client.post(reverse("portal:rebalance"), data)
 
     assert response.status_code == 200
     form = response.context["formset"].form_for("team-b")
@@ -866,7 +866,7 @@ def test_rebalance_over_capacity_saves_nothing(client, cast):
         "action": "apply"
     }
 
-    response = client.post(reverse("quotas:rebalance"), data)
+    response = client.post(reverse("portal:rebalance"), data)
 
     assert any("over the 90 schedulable" in e for e in response.context["errors"])
     cast.team_a.refresh_from_db()
@@ -877,7 +877,7 @@ def test_rebalance_over_capacity_saves_nothing(client, cast):
 def test_rebalance_with_nothing_changed_says_so(client, cast):
     login(client, cast.root)
 
-    response = client.post(reverse("quotas:rebalance"), rebalance_data(cast) | {"action": "apply"})
+    response = client.post(reverse("portal:rebalance"), rebalance_data(cast) | {"action": "apply"})
 
     assert "Nothing changed" in response.context["errors"][0]
 
@@ -957,7 +957,7 @@ def add_teams(count: int) -> None:
         )
 
 
-@pytest.mark.parametrize("url_name", ["home", "quotas:approval_queue", "quotas:quotarequest_list"])
+@pytest.mark.parametrize("url_name", ["home", "portal:approval_queue", "portal:quotarequest_list"])
 def test_list_pages_run_a_constant_number_of_queries(
     client, cast, django_assert_max_num_queries, url_name
 ):
@@ -1016,7 +1016,7 @@ def test_quantities_are_shown_readably(amount, resource, shown):
 
 
 def test_the_dashboard_pages_and_sorts_all_teams_server_side(client, cast, settings):
-    from quotas import views
+    from portal.views import dashboard as views
 
     for i in range(views.DASHBOARD_PAGE_SIZE + 5):
         Team.objects.create(slug=f"bulk-{i:03d}", name=f"Bulk {i}", weight=(i % 7) + 1)

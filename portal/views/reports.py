@@ -14,7 +14,6 @@ Start/end take precedence over the month; with neither, the current month is sho
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from urllib.parse import urlencode
@@ -31,8 +30,6 @@ from monitoring import chargeback
 from monitoring.api.renderers import ChargebackCSVRenderer
 from monitoring.domain.chargeback import CSV_COLUMNS, FIGURE_COLUMNS, GROUP_FIELDS, ChargebackError
 from quotas.querysets import is_site_admin
-
-logger = logging.getLogger(__name__)
 
 CHART_LINES = 20
 GROUP_LABELS = {

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class PortalConfig(AppConfig):
+    """The pages people use that combine the apps; it may import every app, no app imports it."""
+
+    name = "portal"
+    verbose_name = "Portal"

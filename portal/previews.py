@@ -1,0 +1,188 @@
+"""What-if previews as the pages show them.
+
+``present_whatif`` turns ``WhatIf.to_dict()`` (fresh, or stored on ``QuotaRequest.preview``)
+into the rows ``_partials/whatif.html`` displays, so a stored preview and a fresh one look the
+same; ``fresh_whatif`` and ``request_preview`` run ``scheduling.services`` and turn a problem into
+``{"error": ...}``, shown instead of the preview.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import datetime
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+
+from quotas.models import QuotaRequest
+from scheduling.exceptions import DomainError as SchedulingError
+from scheduling.services import what_if, what_if_for_request
+from scheduling.visibility import share_slugs
+
+logger = logging.getLogger(__name__)
+
+
+PREVIEW_FAILED = "The preview could not be computed; the error has been logged for the admins."
+
+
+def decimal_or_zero(value) -> Decimal:
+    return Decimal(str(value)) if value not in (None, "") else Decimal(0)
+
+
+# --------------------------------------------------------------------------- what-if display
+
+
+def present_whatif(
+    data: dict | None, *, focus: str | None = None, visible: frozenset[str] | None = None
+) -> dict | None:
+    """Turn ``WhatIf.to_dict()`` (fresh or stored) into rows the partial displays.
+
+    ``focus`` is the team the change is for: its rows come first. Other teams are listed only
+    when their fair allocation changes. ``visible`` (``scheduling.visibility.share_slugs``) are
+    the teams the viewer may see by name; the others' changes are summed into one anonymous
+    ``others`` line (None: every team by name). Returns None for an empty (never computed)
+    preview.
+    """
+    if not data:
+        return None
+    if data.get("error"):
+        return {"error": data["error"]}
+    teams = []
+    for team in data.get("teams", []):
+        before, after = team.get("before", {}), team.get("after", {})
+        fair_before, fair_after = (
+            before.get("fair_allocation", {}),
+            after.get("fair_allocation", {}),
+        )
+        delta = team.get("delta", {})
+        rows = [
+            {
+                "resource": resource,
+                "before": fair_before.get(resource),
+                "after": fair_after.get(resource),
+                "delta": delta.get(resource, "0"),
+                "lost": decimal_or_zero(delta.get(resource)) < 0,
+                "moved": decimal_or_zero(delta.get(resource)) != 0,
+            }
+            for resource in sorted(fair_before.keys() | fair_after.keys() | delta.keys())
+        ]
+        teams.append(
+            {
+                "slug": team.get("team"),
+                "weight_before": before.get("weight"),
+                "weight_after": after.get("weight"),
+                "share_before": before.get("fair_share"),
+                "share_after": after.get("fair_share"),
+                "rows": rows,
+                "changed": any(decimal_or_zero(v) != 0 for v in delta.values())
+                or before.get("weight") != after.get("weight"),
+            }
+        )
+
+    def named(slug) -> bool:
+        return visible is None or slug == focus or slug in visible
+
+    losers = [
+        {
+            "slug": slug,
+            "amounts": [
+                {"resource": r, "amount": a}
+                for r, a in sorted(amounts.items())
+                if decimal_or_zero(a) > 0
+            ],
+        }
+        for slug, amounts in sorted(data.get("losers", {}).items())
+        if slug != focus and named(slug)
+    ]
+    hidden_losses: dict[str, Decimal] = defaultdict(Decimal)
+    for slug, amounts in data.get("losers", {}).items():
+        if slug != focus and not named(slug):
+            for resource, amount in amounts.items():
+                hidden_losses[resource] += decimal_or_zero(amount)
+    if any(amount > 0 for amount in hidden_losses.values()):
+        losers.append(
+            {
+                "slug": None,  # "other teams", together
+                "amounts": [
+                    {"resource": r, "amount": str(a)}
+                    for r, a in sorted(hidden_losses.items())
+                    if a > 0
+                ],
+            }
+        )
+    focused = next((t for t in teams if t["slug"] == focus), None)
+    hidden = [t for t in teams if t["changed"] and not named(t["slug"])]
+    return {
+        "computed_at": _parse_time(data.get("computed_at")),
+        "usage_taken_at": _parse_time(data.get("usage_taken_at")),
+        "focus": focused,
+        "changed_teams": [
+            t for t in teams if t["changed"] and t["slug"] != focus and named(t["slug"])
+        ],
+        "others": _sum_rows(hidden) if hidden else None,
+        "losers": [loser for loser in losers if loser["amounts"]],
+        "flags": data.get("flags", []),
+        "blocking": any(f.get("kind") == "guarantees-over-capacity" for f in data.get("flags", [])),
+    }
+
+
+def _sum_rows(teams: list[dict]) -> dict:
+    """The per-resource before/after/change of several teams' preview rows, summed."""
+    totals: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0)] * 3)
+    for team in teams:
+        for row in team["rows"]:
+            total = totals[row["resource"]]
+            total[0] += decimal_or_zero(row["before"])
+            total[1] += decimal_or_zero(row["after"])
+            total[2] += decimal_or_zero(row["delta"])
+    return {
+        "rows": [
+            {
+                "resource": resource,
+                "before": str(before),
+                "after": str(after),
+                "delta": str(delta),
+                "lost": delta < 0,
+                "moved": delta != 0,
+            }
+            for resource, (before, after, delta) in sorted(totals.items())
+        ]
+    }
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def fresh_whatif(changes: dict, *, viewer, focus: str | None = None) -> dict:
+    """Run ``what_if``; a problem becomes ``{"error": ...}`` (shown instead of the preview)."""
+    try:
+        return present_whatif(what_if(changes).to_dict(), focus=focus, visible=share_slugs(viewer))
+    except ValidationError as e:
+        return {"error": " ".join(e.messages)}
+    except SchedulingError as e:
+        return {"error": str(e)}
+    except Exception:
+        # A preview is advice next to a form: a bug in the solver must not take the form (or
+        # the approval) down with it. It is logged with its traceback, not swallowed.
+        logger.exception("what-if preview failed for %s", sorted(changes))
+        return {"error": PREVIEW_FAILED}
+
+
+def request_preview(quota_request: QuotaRequest, adjustments=None) -> dict:
+    """``what_if_for_request`` as JSON (stored on approval); errors as ``{"error": ...}``."""
+    try:
+        return what_if_for_request(quota_request, adjustments).to_dict()
+    except ValidationError as e:
+        return {"error": " ".join(e.messages)}
+    except SchedulingError as e:
+        return {"error": str(e)}
+    except Exception:  # see fresh_whatif: logged with its traceback
+        logger.exception("what-if preview failed for request #%s", quota_request.pk)
+        return {"error": PREVIEW_FAILED}

@@ -1,0 +1,41 @@
+from django.urls import path
+
+from portal.views import approvals, rebalance, reports, requests, teams
+
+app_name = "portal"
+
+urlpatterns = [
+    path("teams/<slug:slug>/", teams.team_detail, name="team"),
+    path("teams/<slug:slug>/members/", teams.member_add, name="member_add"),
+    path(
+        "teams/<slug:slug>/members/<int:membership_id>/",
+        teams.member_update,
+        name="member_update",
+    ),
+    path(
+        "teams/<slug:slug>/members/<int:membership_id>/remove/",
+        teams.member_remove,
+        name="member_remove",
+    ),
+    path(
+        "teams/<slug:slug>/requests/new/",
+        requests.quotarequest_create,
+        name="quotarequest_create",
+    ),
+    path(
+        "teams/<slug:slug>/requests/preview/",
+        requests.quotarequest_preview,
+        name="quotarequest_preview",
+    ),
+    path("requests/", requests.quotarequest_list, name="quotarequest_list"),
+    path("requests/<int:pk>/", requests.quotarequest_detail, name="quotarequest"),
+    path(
+        "requests/<int:pk>/withdraw/", requests.quotarequest_withdraw, name="quotarequest_withdraw"
+    ),
+    path("approvals/", approvals.approval_queue, name="approval_queue"),
+    path("approvals/<int:pk>/preview/", approvals.approval_preview, name="approval_preview"),
+    path("approvals/<int:pk>/decide/", approvals.quotarequest_decide, name="quotarequest_decide"),
+    path("rebalance/", rebalance.rebalance, name="rebalance"),
+    path("reports/", reports.reports, name="reports"),
+    path("reports/chargeback.csv", reports.reports_csv, name="reports_csv"),
+]

@@ -1,0 +1,222 @@
+"""Quota requests: the request form with its live preview, the list, one request, withdraw."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied as HttpForbidden
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from monitoring.models import CapacitySnapshot
+from portal.previews import fresh_whatif, present_whatif, request_preview
+from quotas import services as quota_services
+from quotas.access import get_team_for_user
+from quotas.choices import QuotaRequestStatus
+from quotas.exceptions import (
+    InvalidTransition,
+    PermissionDenied,
+)
+from quotas.forms import (
+    DecisionForm,
+    QuotaLineFormSet,
+    QuotaRequestForm,
+    add_service_errors,
+)
+from quotas.models import AuditEvent, QuotaRequest, Team
+from quotas.quantities import GPU
+from quotas.querysets import is_site_admin
+from scheduling.visibility import share_slugs
+
+REQUESTS_PER_PAGE = 50
+
+
+def _request_forms(request, team: Team):
+    current = {q.resource: (q.guarantee, q.limit) for q in team.quotas.order_by("resource")}
+    data = request.POST if request.method == "POST" else None
+    form = QuotaRequestForm(data)
+    formset = QuotaLineFormSet(data, current=current, prefix="lines")
+    return form, formset
+
+
+def _resource_names(team: Team) -> list[str]:
+    existing = set(team.quotas.values_list("resource", flat=True))
+    names = set(CapacitySnapshot.latest_amounts()) | {GPU, "cpu", "memory"}
+    return sorted(names - existing)
+
+
+def _lead_team(request, slug: str) -> Team:
+    team, can_write = get_team_for_user(request.user, slug)
+    if not can_write:
+        raise HttpForbidden("Only the team's leads and site admins may request quota.")
+    return team
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def quotarequest_create(request, slug: str):
+    """Request quota for a team (leads and admins): amounts per resource, optional window."""
+    team = _lead_team(request, slug)
+    form, formset = _request_forms(request, team)
+    if request.method == "POST" and form.is_valid() and formset.is_valid():
+        lines, line_forms = formset.lines()
+        if not lines:
+            form.add_error(None, "Change at least one amount, or add a resource.")
+        else:
+            try:
+                quota_request = quota_services.submit_request(
+                    team=team,
+                    requester=request.user,
+                    lines=lines,
+                    justification=form.cleaned_data["justification"],
+                    window_start=form.cleaned_data.get("window_start"),
+                    window_end=form.cleaned_data.get("window_end"),
+                )
+            except ValidationError as e:
+                add_service_errors(e, form, formset=formset, line_forms=line_forms)
+            except PermissionDenied as e:
+                raise HttpForbidden(str(e)) from e
+            else:
+                url = reverse("portal:quotarequest", args=[quota_request.pk])
+                messages.success(request, f"Request #{quota_request.pk} sent to the approvers.")
+                return redirect(url)
+    return render(
+        request,
+        "quotas/quotarequest_form.html",
+        {
+            "team": team,
+            "form": form,
+            "formset": formset,
+            "resource_names": _resource_names(team),
+            "whatif": None,
+        },
+    )
+
+
+@login_required
+@require_POST
+def quotarequest_preview(request, slug: str):
+    """The live what-if of the request form (htmx partial); never writes anything."""
+    team = _lead_team(request, slug)
+    _form, formset = _request_forms(request, team)
+    whatif = None
+    hint = ""
+    if not formset.is_valid():
+        hint = "Fix the highlighted amounts to see the effect."
+    else:
+        lines, _ = formset.lines()
+        if not lines:
+            hint = "Change an amount to see how the fair shares would move."
+        else:
+            change = {
+                "guarantee": {line.resource: line.guarantee for line in lines},
+                "limit": {line.resource: line.limit for line in lines},
+            }
+            whatif = fresh_whatif({team.slug: change}, viewer=request.user, focus=team.slug)
+    return render(
+        request, "_partials/whatif.html", {"whatif": whatif, "hint": hint, "focus": team.slug}
+    )
+
+
+@login_required
+@require_GET
+def quotarequest_list(request):
+    """Requests the user may see, newest first; filter by ``status`` and ``team``."""
+    qs = (
+        QuotaRequest.objects.visible_to(request.user)
+        .select_related("team", "requester", "decided_by")
+        .prefetch_related("lines")
+        .order_by("-created", "-id")
+    )
+    status = request.GET.get("status", "")
+    if status in QuotaRequestStatus.values:
+        qs = qs.filter(status=status)
+    else:
+        status = ""
+    team = request.GET.get("team", "")
+    if team:
+        qs = qs.filter(team__slug=team)
+    page = Paginator(qs, REQUESTS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "quotas/quotarequest_list.html",
+        {
+            "page": page,
+            "status": status,
+            "team_filter": team,
+            "statuses": QuotaRequestStatus.choices,
+            "is_admin": is_site_admin(request.user),
+        },
+    )
+
+
+def visible_request(user, pk: int) -> QuotaRequest:
+    return get_object_or_404(
+        QuotaRequest.objects.visible_to(user)
+        .select_related("team", "requester", "decided_by")
+        .prefetch_related("lines"),
+        pk=pk,
+    )
+
+
+def _can_withdraw(user, quota_request: QuotaRequest) -> bool:
+    return quota_request.status == QuotaRequestStatus.PENDING and (
+        quota_request.requester_id == user.pk
+        or Team.objects.led_by(user).filter(pk=quota_request.team_id).exists()
+    )
+
+
+def detail_context(request, quota_request: QuotaRequest, form: DecisionForm | None = None):
+    admin = is_site_admin(request.user)
+    pending = quota_request.status == QuotaRequestStatus.PENDING
+    if pending and admin and form is None:
+        form = DecisionForm(quota_request=quota_request)
+    visible = share_slugs(request.user)
+    return {
+        "quota_request": quota_request,
+        "is_admin": admin,
+        "can_withdraw": _can_withdraw(request.user, quota_request),
+        "decision_form": form if pending and admin else None,
+        "stored_preview": present_whatif(
+            quota_request.preview, focus=quota_request.team.slug, visible=visible
+        ),
+        "whatif": present_whatif(
+            request_preview(quota_request), focus=quota_request.team.slug, visible=visible
+        )
+        if pending
+        else None,
+        "audit_events": list(
+            AuditEvent.objects.filter(
+                object_type=QuotaRequest._meta.label, object_id=str(quota_request.pk)
+            )
+        ),
+    }
+
+
+@login_required
+@require_GET
+def quotarequest_detail(request, pk: int):
+    """One request: its lines, status, the preview it was decided on (or a live one while
+    pending), withdraw for the requester/leads and the decision form for admins."""
+    quota_request = visible_request(request.user, pk)
+    return render(
+        request, "quotas/quotarequest_detail.html", detail_context(request, quota_request)
+    )
+
+
+@login_required
+@require_POST
+def quotarequest_withdraw(request, pk: int):
+    quota_request = visible_request(request.user, pk)
+    try:
+        quota_request = quota_services.withdraw_request(quota_request.pk, actor=request.user)
+    except PermissionDenied as e:
+        raise HttpForbidden(str(e)) from e
+    except InvalidTransition as e:
+        messages.error(request, str(e))
+    else:
+        messages.success(request, f"Request #{quota_request.pk} withdrawn.")
+    return redirect("portal:quotarequest", pk=quota_request.pk)

@@ -1,0 +1,287 @@
+"""The team page (quotas against usage over time, alerts, budgets, requests, audit) and its
+member management forms (leads and admins).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied as HttpForbidden
+from django.core.exceptions import ValidationError
+from django.db.models import Max, Sum
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from monitoring.choices import AlertStatus, RollupPeriod
+from monitoring.models import UsageRollup, UsageSample
+from monitoring.services import current_gpu_alerts, month_to_date_hours
+from quotas import members as member_services
+from quotas.access import get_team_for_user
+from quotas.exceptions import (
+    InvalidTransition,
+    PermissionDenied,
+)
+from quotas.forms import (
+    MemberAddForm,
+    MemberRoleForm,
+)
+from quotas.models import AuditEvent, Team, TeamQuota
+from quotas.quantities import GPU
+from quotas.querysets import is_site_admin
+from scheduling.models import ShareSnapshot
+
+CHART_DAYS = 7
+AUDIT_ROWS = 50
+# Units the charts plot in (the tables show canonical quantities).
+_CHART_SCALE = {"memory": (Decimal(2**30), "GiB"), "cpu": (Decimal(1), "cores")}
+
+
+def _usage_chart(team: Team, quotas: dict[str, TeamQuota], *, now: datetime) -> dict:
+    """Hourly allocated/pending/guarantee per resource for the last CHART_DAYS days, plus the
+    current limit, in chart units (GiB, cores, devices)."""
+    start = now - timedelta(days=CHART_DAYS)
+    series: dict[str, dict[datetime, dict[str, Decimal]]] = defaultdict(dict)
+    for row in (
+        UsageRollup.objects.filter(team=team, period=RollupPeriod.HOUR, start__gte=start)
+        .values("start", "resource")
+        .annotate(
+            allocated=Sum("allocated_hours"),
+            pending=Sum("pending_hours"),
+            guarantee=Sum("guarantee_hours"),
+        )
+        .order_by("resource", "start")
+    ):
+        series[row["resource"]][row["start"]] = row
+    charts = []
+    for resource in sorted(series, key=lambda r: (r != GPU, "/" not in r, r)):
+        points = series[resource]
+        scale, unit = _CHART_SCALE.get(resource, (Decimal(1), ""))
+        hours = sorted(points)
+
+        def values(key, points=points, hours=hours, scale=scale):
+            return [float(round(points[h][key] / scale, 3)) for h in hours]
+
+        datasets = [
+            {"label": "Allocated", "data": values("allocated")},
+            {"label": "Pending", "data": values("pending")},
+            {"label": "Guarantee", "data": values("guarantee"), "dashed": True},
+        ]
+        quota = quotas.get(resource)
+        if quota is not None and quota.limit is not None:
+            datasets.append(
+                {
+                    "label": "Limit (now)",
+                    "data": [float(round(quota.limit / scale, 3))] * len(hours),
+                    "dashed": True,
+                }
+            )
+        charts.append(
+            {
+                "type": "line",
+                "resource": resource,
+                "unit": unit,
+                "labels": [h.isoformat() for h in hours],
+                "datasets": datasets,
+            }
+        )
+    return {"charts": charts}
+
+
+def _budget_rows(team: Team, *, now: datetime) -> list[dict]:
+    budgets = list(team.budgets.all())
+    if not budgets:
+        return []
+    used = month_to_date_hours(now=now)
+    rows = []
+    for budget in budgets:
+        hours = used.get((team.pk, budget.resource), Decimal(0))
+        rows.append(
+            {
+                "budget": budget,
+                "used": hours,
+                "fraction": hours / budget.monthly_hours if budget.monthly_hours else None,
+                "over": hours >= budget.monthly_hours,
+            }
+        )
+    return rows
+
+
+@login_required
+@require_GET
+def team_detail(request, slug: str):
+    """A team: quotas vs usage over time, current GPU alerts, namespaces, members, budgets, idle
+    GPUs, requests, audit trail. Leads (and admins) also get the member management forms."""
+    team, can_write = get_team_for_user(request.user, slug)
+    return render(request, "quotas/team_detail.html", _team_context(request, team, can_write))
+
+
+def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
+    now = timezone.now()
+    quotas = {q.resource: q for q in team.quotas.order_by("resource")}
+    latest = UsageSample.objects.filter(team=team).aggregate(t=Max("taken_at"))["t"]
+    usage: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    by_namespace: dict[str, dict[str, Decimal]] = defaultdict(dict)
+    if latest is not None:
+        for sample in UsageSample.objects.filter(team=team, taken_at=latest):
+            usage[sample.resource]["allocated"] += sample.allocated
+            usage[sample.resource]["pending"] += sample.pending
+            if sample.allocated:
+                by_namespace[sample.namespace][sample.resource] = (
+                    by_namespace[sample.namespace].get(sample.resource, Decimal(0))
+                    + sample.allocated
+                )
+    share = ShareSnapshot.objects.filter(team=team).order_by("-computed_at", "-id").first()
+    fair = share.fair_allocation if share else {}
+    quota_rows = []
+    for resource in sorted(quotas.keys() | usage.keys()):
+        quota = quotas.get(resource)
+        allocated = usage[resource]["allocated"] if resource in usage else Decimal(0)
+        limit = quota.limit if quota else None
+        quota_rows.append(
+            {
+                "resource": resource,
+                "guarantee": quota.guarantee if quota else None,
+                "limit": limit,
+                "allocated": allocated,
+                "pending": usage[resource]["pending"] if resource in usage else Decimal(0),
+                "fair": fair.get(resource),
+                "scale": limit or allocated or 1,
+                "over": limit is not None and allocated > limit,
+            }
+        )
+    namespaces = [
+        {"namespace": ns, "allocated": sorted(by_namespace.get(ns.name, {}).items())}
+        for ns in team.namespaces.order_by("name")
+    ]
+    memberships = list(team.memberships.select_related("user").order_by("role", "user__username"))
+    member_rows = [
+        {
+            "membership": m,
+            "form": MemberRoleForm(initial={"role": m.role}, prefix=f"m{m.pk}"),
+        }
+        for m in memberships
+    ]
+    requests_qs = (
+        team.quota_requests.select_related("requester", "decided_by")
+        .prefetch_related("lines")
+        .order_by("-created", "-id")[:20]
+    )
+    context = {
+        "team": team,
+        "can_write": can_write,
+        "is_admin": is_site_admin(request.user),
+        "quota_rows": quota_rows,
+        "usage_taken_at": latest,
+        "share": share,
+        "namespaces": namespaces,
+        "member_rows": member_rows,
+        "member_add_form": MemberAddForm(prefix="add"),
+        "budgets": _budget_rows(team, now=now),
+        "idle_alerts": list(
+            team.idle_gpu_alerts.filter(status=AlertStatus.OPEN).order_by("-gpus", "namespace")
+        ),
+        "gpu_alerts": current_gpu_alerts(team=team, now=now),
+        "quota_requests": list(requests_qs),
+        # The audit trail (with before/after) is for the team's leads and admins, as in the API.
+        "audit_events": (
+            list(AuditEvent.objects.filter(team=team)[:AUDIT_ROWS]) if can_write else []
+        ),
+        "chart": _usage_chart(team, quotas, now=now),
+        "chart_days": CHART_DAYS,
+        # Name only what the viewer may open: a department's member sees the department, not
+        # necessarily its teams; a team's member not necessarily its department.
+        "children": list(
+            Team.objects.visible_to(request.user).filter(parent=team, active=True).order_by("slug")
+        ),
+        "parent_visible": team.parent_id is not None
+        and Team.objects.visible_to(request.user).filter(pk=team.parent_id).exists(),
+    }
+    context.update(extra)
+    return context
+
+
+# --------------------------------------------------------------------------- members
+
+
+def _team_for_lead(request, slug: str) -> Team:
+    team, can_write = get_team_for_user(request.user, slug)
+    if not can_write:
+        raise HttpForbidden("Only the team's leads and site admins may manage members.")
+    return team
+
+
+def _members_url(team: Team) -> str:
+    return reverse("portal:team", args=[team.slug]) + "#members"
+
+
+@login_required
+@require_POST
+def member_add(request, slug: str):
+    team = _team_for_lead(request, slug)
+    form = MemberAddForm(request.POST, prefix="add")
+    if form.is_valid():
+        try:
+            membership = member_services.add_member(
+                team,
+                username=form.cleaned_data["username"],
+                role=form.cleaned_data["role"],
+                actor=request.user,
+            )
+        except ValidationError as e:
+            messages.error(request, " ".join(e.messages))
+        except PermissionDenied as e:
+            raise HttpForbidden(str(e)) from e
+        else:
+            messages.success(
+                request,
+                f"{membership.user.get_username()} joined {team.slug} as "
+                f"{membership.get_role_display().lower()}.",
+            )
+    else:
+        messages.error(request, "Give a username and a role.")
+    return redirect(_members_url(team))
+
+
+@login_required
+@require_POST
+def member_update(request, slug: str, membership_id: int):
+    team = _team_for_lead(request, slug)
+    form = MemberRoleForm(request.POST, prefix=f"m{membership_id}")
+    if not form.is_valid():
+        messages.error(request, "Choose lead, member or viewer.")
+        return redirect(_members_url(team))
+    try:
+        membership = member_services.change_role(
+            team, membership_id, role=form.cleaned_data["role"], actor=request.user
+        )
+    except (ValidationError, InvalidTransition) as e:
+        messages.error(request, " ".join(getattr(e, "messages", [str(e)])))
+    except PermissionDenied as e:
+        raise HttpForbidden(str(e)) from e
+    else:
+        messages.success(
+            request,
+            f"{membership.user.get_username()} is now {membership.get_role_display().lower()}.",
+        )
+    return redirect(_members_url(team))
+
+
+@login_required
+@require_POST
+def member_remove(request, slug: str, membership_id: int):
+    team = _team_for_lead(request, slug)
+    try:
+        member_services.remove_member(team, membership_id, actor=request.user)
+    except (ValidationError, InvalidTransition) as e:
+        messages.error(request, " ".join(getattr(e, "messages", [str(e)])))
+    except PermissionDenied as e:
+        raise HttpForbidden(str(e)) from e
+    else:
+        messages.success(request, "Member removed.")
+    return redirect(_members_url(team))

@@ -1,0 +1,1 @@
+"""Pure tenancy helpers: plain Python, no Django (DESIGN.md "Layout")."""
