@@ -60,6 +60,8 @@ class SyncRunSerializer(StrictModelSerializer):
             "pruned_count",
             "failed_count",
             "drift_count",
+            "scope",
+            "merged_into",
             "log",
             "error",
         ]
