@@ -64,8 +64,9 @@ def _keeps_a_lead(team: Team, membership: Membership, actor) -> None:
         raise ValidationError({"role": "A team needs at least one lead; appoint another first."})
 
 
-def _request_sync(reason: str) -> None:
-    """Memberships are rendered as RoleBindings: ask for a sync after commit.
+def _request_sync(reason: str, team: Team) -> None:
+    """Memberships are rendered as RoleBindings: ask for a targeted sync of ``team`` after
+    commit.
 
     A broker outage is logged, not raised: the membership change has been committed, and the
     beat schedule re-syncs every few minutes anyway.
@@ -77,7 +78,7 @@ def _request_sync(reason: str) -> None:
         from scheduling.tasks import sync_cluster
 
         try:
-            sync_cluster.delay(trigger=f"members:{reason}")
+            sync_cluster.delay(trigger=f"members:{reason}", teams=[team.slug])
         except (OperationalError, OSError):
             logger.exception("could not enqueue a sync after a membership %s", reason)
 
@@ -105,7 +106,7 @@ def add_member(team: Team, *, username: str, role: str, actor) -> Membership:
         audit(
             actor=actor, verb=AuditVerb.CREATE, obj=membership, team=team, after=_state(membership)
         )
-        _request_sync("add")
+        _request_sync("add", team)
     return membership
 
 
@@ -131,7 +132,7 @@ def change_role(team: Team, membership_id: int, *, role: str, actor) -> Membersh
             before=before,
             after=_state(membership),
         )
-        _request_sync("role")
+        _request_sync("role", team)
     return membership
 
 
@@ -144,4 +145,4 @@ def remove_member(team: Team, membership_id: int, *, actor) -> None:
         before = _state(membership)
         audit(actor=actor, verb=AuditVerb.DELETE, obj=membership, team=team, before=before)
         membership.delete()
-        _request_sync("remove")
+        _request_sync("remove", team)

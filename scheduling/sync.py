@@ -100,7 +100,7 @@ from django.utils import timezone
 from quotas.choices import AuditVerb
 from quotas.quantities import parse_quantity as parse_db_quantity
 from scheduling.choices import SyncAction, SyncStatus
-from scheduling.desired import build_cluster_spec
+from scheduling.desired import SyncScope, build_cluster_spec, sync_scope
 from scheduling.domain.plan import (
     Change,
     FieldDiff,
@@ -115,7 +115,7 @@ from scheduling.exceptions import DomainError
 from scheduling.k8s.apply import call_with_retry, delete, server_side_apply
 from scheduling.k8s.client import KINDS, build_api_client
 from scheduling.k8s.errors import K8sError, K8sNotFound, K8sTransient
-from scheduling.k8s.observe import list_managed, managed_in_dump
+from scheduling.k8s.observe import MANAGED_SELECTOR, list_managed, managed_in_dump
 from scheduling.k8s.scheduler_config import read_scheduler_config, scheduler_config_warnings
 from scheduling.models import SyncItem, SyncRun
 
@@ -148,10 +148,13 @@ class SyncError(DomainError):
 # --------------------------------------------------------------------------- starting a run
 
 
-def _scope(teams: Iterable[str] | None) -> dict[str, Any]:
-    """A run's stored scope: ``{}`` for a full sync, ``{"teams": [...]}`` for a targeted one."""
+def _scope(teams: Iterable[str] | None, *, queues: bool = False) -> dict[str, Any]:
+    """A run's stored scope: ``{}`` for a full sync, ``{"teams": [...], "queues": bool}`` for a
+    targeted one (``queues``: every Queue as well, after a share computation)."""
     slugs = sorted({str(t) for t in teams or () if t})
-    return {"teams": slugs} if slugs else {}
+    if not slugs and not queues:
+        return {}
+    return {"teams": slugs, "queues": True} if queues else {"teams": slugs}
 
 
 def create_run(
@@ -160,13 +163,18 @@ def create_run(
     trigger: str = "manual",
     requested_by: Any = None,
     teams: Iterable[str] | None = None,
+    queues: bool = False,
 ) -> SyncRun:
     """Create a QUEUED SyncRun without enqueueing it (``manage.py sync`` runs it in-process).
 
-    ``teams`` (slugs) makes it a targeted sync of those teams; None or empty: a full sync.
+    ``teams`` (slugs) makes it a targeted sync of those teams, ``queues`` adds every Queue
+    (both unset: a full sync).
     """
     return SyncRun.objects.create(
-        dry_run=dry_run, trigger=trigger[:64], requested_by=requested_by, scope=_scope(teams)
+        dry_run=dry_run,
+        trigger=trigger[:64],
+        requested_by=requested_by,
+        scope=_scope(teams, queues=queues),
     )
 
 
@@ -176,13 +184,16 @@ def start_sync(
     trigger: str = "manual",
     requested_by: Any = None,
     teams: Iterable[str] | None = None,
+    queues: bool = False,
 ) -> SyncRun:
     """Create a QUEUED SyncRun and enqueue ``sync_cluster`` for it after commit; return the run.
 
     If the broker cannot take the message, the run is marked FAILED with the reason (the beat
     schedule syncs again later), so it never sits in the queue forever.
     """
-    run = create_run(dry_run=dry_run, trigger=trigger, requested_by=requested_by, teams=teams)
+    run = create_run(
+        dry_run=dry_run, trigger=trigger, requested_by=requested_by, teams=teams, queues=queues
+    )
     transaction.on_commit(lambda: _enqueue(run.pk))
     return run
 
@@ -394,13 +405,16 @@ def _claim(run_id: int, *, database_lock: bool, now: datetime) -> tuple[bool, st
 
 
 def _merged_scope(scopes: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
-    """Union of run scopes: full (``{}``) if any is full, else the union of their teams."""
+    """Union of run scopes: full (``{}``) if any is full, else the union of their teams (and
+    every Queue if any asked for them)."""
     teams: set[str] = set()
+    queues = False
     for scope in scopes:
-        if not scope or not scope.get("teams"):
+        if not scope or not (scope.get("teams") or scope.get("queues")):
             return {}
-        teams.update(scope["teams"])
-    return _scope(teams)
+        teams.update(scope.get("teams") or ())
+        queues = queues or bool(scope.get("queues"))
+    return _scope(teams, queues=queues)
 
 
 def _wait(run_id: int, holder: str) -> SyncRun:
@@ -656,12 +670,47 @@ def _apply_all(
     return tally.outcomes
 
 
-def _observe(api_client: Any, progress: _Progress | None = None) -> list[dict[str, Any]]:
-    """LIST every managed kind once (paginated); each listing retried as a whole."""
+def _run_scope(stored: Mapping[str, Any] | None) -> SyncScope | None:
+    """The run's scope (None: a full sync)."""
+    if not stored or not (stored.get("teams") or stored.get("queues")):
+        return None
+    return sync_scope(stored.get("teams") or (), queues=bool(stored.get("queues")))
+
+
+def _describe(scope: SyncScope) -> str:
+    teams = ", ".join(sorted(scope.teams)) or "none"
+    queues = "every Queue" if scope.queues else f"the Queues of {len(scope.trees)} teams' trees"
+    return f"Targeted sync: teams {teams} and {queues}"
+
+
+def _selector(values: Iterable[str]) -> str:
+    # A set-based requirement, ANDed with ours (k8s.io/apimachinery/pkg/labels/selector.go).
+    return f"{MANAGED_SELECTOR},{LABEL_TEAM} in ({','.join(sorted(values))})"
+
+
+def _observe(
+    api_client: Any, progress: _Progress | None = None, *, scope: SyncScope | None = None
+) -> list[dict[str, Any]]:
+    """LIST every managed kind once (paginated); each listing retried as a whole.
+
+    A targeted sync lists by team label instead (``fairshare.io/team in (...)``): the teams'
+    namespaced kinds, the Queues of their trees, and no PriorityClasses.
+    """
     live: list[dict[str, Any]] = []
     for kind in KINDS:
+        selector = MANAGED_SELECTOR
+        if scope is not None:
+            if kind == "PriorityClass" or (kind != "Queue" and not scope.teams):
+                continue
+            if kind != "Queue":
+                selector = _selector(scope.teams)
+            elif not scope.queues:
+                selector = _selector(scope.trees)
         live += call_with_retry(
-            lambda kind=kind: list_managed(api_client, kind), attempts=RETRY_ATTEMPTS
+            lambda kind=kind, selector=selector: list_managed(
+                api_client, kind, label_selector=selector
+            ),
+            attempts=RETRY_ATTEMPTS,
         )
         if progress is not None:
             progress.beat()
@@ -974,9 +1023,18 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
         )
     if own_client:
         api_client = _build_client()
+    scope = _run_scope(run.scope)
     try:
-        desired = [_with_last_applied(m) for m in render(build_cluster_spec())]
-        live = _snapshot_live(arg) if snapshot else _observe(api_client, progress)
+        if scope is None:
+            manifests = render(build_cluster_spec())
+        else:
+            spec = build_cluster_spec(within=scope.trees)
+            manifests = [m for m in render(spec, namespaces_of=scope.teams) if scope.covers(m)]
+        desired = [_with_last_applied(m) for m in manifests]
+        if snapshot:
+            live = [o for o in _snapshot_live(arg) if scope is None or scope.covers(o)]
+        else:
+            live = _observe(api_client, progress, scope=scope)
         changes = plan(
             desired,
             live,
@@ -984,11 +1042,13 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
             prune_namespaces=bool(getattr(settings, "FAIRSHARE_SYNC_PRUNE_NAMESPACES", False)),
             last_applied_annotation=LAST_APPLIED_ANNOTATION,
         )
+        if scope is not None:
+            notes.append(_describe(scope))
         notes.append(
             f"{len(desired)} desired, {len(live)} live objects"
             + (" (dry run: nothing applied)" if run.dry_run and not snapshot else "")
         )
-        if not snapshot:
+        if not snapshot and scope is None:
             notes += _scheduler_notes(api_client, desired)
         progress.start(len(changes))
         index = {_key(obj): obj for obj in live}

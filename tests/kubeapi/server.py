@@ -429,6 +429,8 @@ class FakeKubeApi:
         self.store = Store()
         self.counts: Counter[tuple[str, str]] = Counter()
         self.dry_run_counts: Counter[tuple[str, str]] = Counter()
+        # (kind, labelSelector) of every LIST, so tests can assert what a sync asked for.
+        self.list_selectors: list[tuple[str, str]] = []
         self.faults: list[FaultRule] = []
         self.rng = random.Random(seed)
         self.seed = seed
@@ -579,6 +581,7 @@ class FakeKubeApi:
         with self._meta_lock:
             self.counts.clear()
             self.dry_run_counts.clear()
+            self.list_selectors.clear()
 
     def writes(self, kind: str | None = None) -> int:
         """Write requests received (create/update/patch/apply/delete), dry runs excluded."""
@@ -930,6 +933,8 @@ class FakeKubeApi:
     # ------------------------------------------------------------------ verbs
 
     def _list(self, kind: Kind, namespace: str | None, query: dict[str, str]) -> bytes:
+        with self._meta_lock:
+            self.list_selectors.append((kind.kind, query.get("labelSelector") or ""))
         try:
             label_match = parse_label_selector(query.get("labelSelector"))
             field_match = parse_field_selector(query.get("fieldSelector"))
