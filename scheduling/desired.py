@@ -121,13 +121,17 @@ def _effectively_active(teams: Mapping[int, Mapping[str, Any]]) -> set[int]:
     return active
 
 
-def _latest_deserved(team_ids: Collection[int]) -> dict[int, dict[str, Decimal]]:
-    computation = ShareComputation.objects.order_by("-computed_at", "-id").first()
-    if computation is None:
-        return {}
-    rows = ShareSnapshot.objects.filter(computation=computation, team_id__in=team_ids).values_list(
-        "team_id", "fair_allocation"
-    )
+def _latest_deserved(
+    team_ids: Collection[int], computation_id: int | None = None
+) -> dict[int, dict[str, Decimal]]:
+    if computation_id is None:
+        computation = ShareComputation.objects.order_by("-computed_at", "-id").first()
+        if computation is None:
+            return {}
+        computation_id = computation.pk
+    rows = ShareSnapshot.objects.filter(
+        computation_id=computation_id, team_id__in=team_ids
+    ).values_list("team_id", "fair_allocation")
     deserved: dict[int, dict[str, Decimal]] = {}
     for team_id, allocation in rows:
         amounts = {}
@@ -203,11 +207,15 @@ def _limit_spec(rows: Iterable[Mapping[str, Any]]) -> LimitSpec | None:
     return None if spec.is_empty and not quota_limits else spec
 
 
-def build_cluster_spec(*, within: Collection[str] | None = None) -> ClusterSpec:
+def build_cluster_spec(
+    *, within: Collection[str] | None = None, computation_id: int | None = None
+) -> ClusterSpec:
     """Read the tenancy model and return it as a ClusterSpec (eight queries).
 
     ``within`` (team slugs closed under parent and children, i.e. whole department trees, as
     ``sync_scope`` gives): read only those teams and what hangs off them. None: every team.
+    ``computation_id``: the ShareComputation whose fair allocations become ``deserved`` (the
+    sync passes the last good one it records on the run); None: the latest.
 
     Raises ValueError (from the spec dataclasses) when the database holds something the renderer
     cannot express, e.g. a GPU default request different from its default limit.
@@ -241,7 +249,7 @@ def build_cluster_spec(*, within: Collection[str] | None = None) -> ClusterSpec:
         if row["limit"] is not None:
             limit[row["team_id"]][row["resource"]] = row["limit"]
 
-    deserved = _latest_deserved(included)
+    deserved = _latest_deserved(included, computation_id)
 
     members: dict[int, list[MemberSpec]] = defaultdict(list)
     for team_id, username, role in Membership.objects.filter(

@@ -121,6 +121,18 @@ class SyncRun(models.Model):
         help_text="Empty: a full sync. Otherwise a targeted one: {'teams': [slug, ...]} plans "
         "only those teams' objects and the Queues of their department trees.",
     )
+    share_computation = models.ForeignKey(
+        ShareComputation,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="sync_runs",
+        help_text="The share computation whose fair allocation the Queues' deserved came from.",
+    )
+    shares_stale = models.BooleanField(
+        default=False,
+        help_text="Share computations had failed since that computation: deserved was stale.",
+    )
     merged_into = models.ForeignKey(
         "self",
         on_delete=models.SET_NULL,

@@ -670,6 +670,34 @@ def _apply_all(
     return tally.outcomes
 
 
+def _share_source(run: SyncRun) -> list[str]:
+    """Record on ``run`` which share computation gives the Queues' deserved, and whether the
+    shares are stale (computations failed since); return the log note for a stale one.
+
+    A failed share computation never holds a sync back: quotas and RBAC go out, and the
+    Queues keep the last good fair allocation (the renderer falls back to the guarantee when
+    there has never been one).
+    """
+    from scheduling.services import share_health
+
+    health = share_health()
+    run.share_computation = health.last_good
+    run.shares_stale = health.stale
+    if not health.stale:
+        return []
+    since = f"{health.since:%Y-%m-%d %H:%M} UTC" if health.since else "the start"
+    source = (
+        f"the last good computation #{health.last_good.pk} of "
+        f"{health.last_good.computed_at:%Y-%m-%d %H:%M} UTC"
+        if health.last_good is not None
+        else "the guarantees (no share computation ever succeeded)"
+    )
+    return [
+        f"Shares stale since {since} ({health.failures} failed computation(s); latest: "
+        f"{health.error[:300]}): the Queues' deserved come from {source}."
+    ]
+
+
 def _run_scope(stored: Mapping[str, Any] | None) -> SyncScope | None:
     """The run's scope (None: a full sync)."""
     if not stored or not (stored.get("teams") or stored.get("queues")):
@@ -887,6 +915,7 @@ def _record(
         run.heartbeat_at = run.finished_at
         run.total = run.done = len(outcomes)
         run.drift_count = drift
+        locked_fields = ["share_computation", "shares_stale"]
         for action, counter in _COUNTERS.items():
             setattr(run, counter, counts.get(action, 0))
         run.log = "\n".join(lines)
@@ -901,6 +930,7 @@ def _record(
                 "done",
                 "drift_count",
                 "log",
+                *locked_fields,
                 *_COUNTERS.values(),
             ]
         )
@@ -1024,11 +1054,16 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
     if own_client:
         api_client = _build_client()
     scope = _run_scope(run.scope)
+    notes += _share_source(run)
     try:
         if scope is None:
-            manifests = render(build_cluster_spec())
+            manifests = render(build_cluster_spec(computation_id=run.share_computation_id))
         else:
-            spec = build_cluster_spec(within=scope.trees)
+            spec = build_cluster_spec(
+                # Every Queue: every tree (namespaces are read, only the teams' rendered).
+                within=None if scope.queues else scope.trees,
+                computation_id=run.share_computation_id,
+            )
             manifests = [m for m in render(spec, namespaces_of=scope.teams) if scope.covers(m)]
         desired = [_with_last_applied(m) for m in manifests]
         if snapshot:

@@ -62,6 +62,8 @@ class SyncRunSerializer(StrictModelSerializer):
             "drift_count",
             "scope",
             "merged_into",
+            "share_computation",
+            "shares_stale",
             "log",
             "error",
         ]

@@ -133,19 +133,42 @@ def test_a_steady_targeted_sync_writes_nothing(world, cluster):
     assert cluster.writes() == 0
 
 
-@pytest.mark.parametrize("teams", [["team-a"], ["team-b", "solo"], ["dept-x"], ["gone"]])
-def test_every_object_a_targeted_render_gives_is_the_one_the_full_render_gives(world, teams):
+@pytest.mark.parametrize(
+    ("teams", "queues"),
+    [
+        (["team-a"], False),
+        (["team-b", "solo"], False),
+        (["dept-x"], False),
+        (["gone"], False),
+        ([], True),
+        (["team-a"], True),
+    ],
+)
+def test_every_object_a_targeted_render_gives_is_the_one_the_full_render_gives(
+    world, teams, queues
+):
     full = {object_key(m): m for m in render(build_cluster_spec())}
-    scope = sync_scope(teams)
+    scope = sync_scope(teams, queues=queues)
+    within = None if queues else scope.trees
     targeted = [
         m
-        for m in render(build_cluster_spec(within=scope.trees), namespaces_of=scope.teams)
+        for m in render(build_cluster_spec(within=within), namespaces_of=scope.teams)
         if scope.covers(m)
     ]
 
-    assert {object_key(m): m for m in targeted} == {
-        key: m for key, m in full.items() if scope.covers(m)
-    }
+    expected = {key: m for key, m in full.items() if scope.covers(m)}
+    assert {object_key(m): m for m in targeted} == expected
+    if queues:  # every Queue
+        assert {k for k in expected if k[0] == "Queue"} == {k for k in full if k[0] == "Queue"}
+
+
+def test_a_queues_only_sync_plans_every_queue_and_prunes_nothing(world, cluster):
+    run = run_sync(create_run(queues=True).pk)
+
+    assert run.status == SyncStatus.SUCCEEDED
+    assert set(run.items.values_list("kind", flat=True)) == {"Queue"}
+    assert run.unchanged_count == run.total == 4  # dept-x, team-a, team-b, solo
+    assert cluster.writes() == 0
 
 
 def test_the_scope_of_a_team_is_its_whole_department_tree(world):
