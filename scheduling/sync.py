@@ -536,6 +536,12 @@ def _drift(live: Mapping[str, Any] | None) -> tuple[FieldDiff, ...]:
     return diff_object(last, _without_last_applied(live), parse_quantity=_parse_quantity)
 
 
+def drifted_fields(live: Mapping[str, Any]) -> tuple[FieldDiff, ...]:
+    """Fields of a live managed object changed since Fairshare last applied it (the watcher's
+    drift test; empty when it matches or was never applied by Fairshare)."""
+    return _drift(live)
+
+
 def _visible(diffs: Sequence[FieldDiff]) -> tuple[FieldDiff, ...]:
     skip = f"metadata.annotations.{LAST_APPLIED_ANNOTATION}"
     return tuple(d for d in diffs if d.path != skip)
