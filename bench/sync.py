@@ -92,9 +92,7 @@ def populate(teams: int, namespaces: int) -> None:
         scale = 10 if i < departments else 1
         quotas += [
             TeamQuota(team=team, resource=GPU, guarantee=Decimal(4), limit=Decimal(16 * scale)),
-            TeamQuota(
-                team=team, resource="cpu", guarantee=Decimal(32), limit=Decimal(256 * scale)
-            ),
+            TeamQuota(team=team, resource="cpu", guarantee=Decimal(32), limit=Decimal(256 * scale)),
             TeamQuota(
                 team=team, resource="memory", guarantee=Decimal(0), limit=Decimal(2**40 * scale)
             ),

@@ -61,10 +61,12 @@ def _keeps_a_lead(team: Team, membership: Membership, actor) -> None:
         raise ValidationError({"role": "A team needs at least one lead; appoint another first."})
 
 
-def _request_sync(reason: str) -> None:
-    """Memberships are rendered as RoleBindings: announce the change after commit
-    (``membership_changed``; the scheduling app enqueues the sync)."""
-    transaction.on_commit(lambda: membership_changed.send(sender=Membership, reason=reason))
+def _request_sync(reason: str, team: Team) -> None:
+    """Memberships are rendered as RoleBindings: announce the change of ``team`` after commit
+    (``membership_changed``; the scheduling app enqueues a targeted sync of that team)."""
+    transaction.on_commit(
+        lambda: membership_changed.send(sender=Membership, reason=reason, team_slugs=[team.slug])
+    )
 
 
 def add_member(team: Team, *, username: str, role: str, actor) -> Membership:
@@ -88,7 +90,7 @@ def add_member(team: Team, *, username: str, role: str, actor) -> Membership:
         audit(
             actor=actor, verb=AuditVerb.CREATE, obj=membership, team=team, after=_state(membership)
         )
-        _request_sync("add")
+        _request_sync("add", team)
     return membership
 
 
@@ -114,7 +116,7 @@ def change_role(team: Team, membership_id: int, *, role: str, actor) -> Membersh
             before=before,
             after=_state(membership),
         )
-        _request_sync("role")
+        _request_sync("role", team)
     return membership
 
 
@@ -127,4 +129,4 @@ def remove_member(team: Team, membership_id: int, *, actor) -> None:
         before = _state(membership)
         audit(actor=actor, verb=AuditVerb.DELETE, obj=membership, team=team, before=before)
         membership.delete()
-        _request_sync("remove")
+        _request_sync("remove", team)

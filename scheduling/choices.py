@@ -6,6 +6,9 @@ class SyncStatus(models.TextChoices):
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
+    # A request that arrived while another sync ran: carried out by the follow-up run it was
+    # merged into (``SyncRun.merged_into``), never dropped and never failed.
+    MERGED = "merged", "Merged"
 
 
 class SyncAction(models.TextChoices):

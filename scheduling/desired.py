@@ -26,18 +26,27 @@ Derivations made here (the rules live in one place):
   (GPUs) a default request without a default limit gets the request as its default limit, as
   Kubernetes itself requires.
 * **tiers**: every PriorityTier.
+
+Targeted syncs (``sync_scope(teams)``, ``build_cluster_spec(within=...)``): a change to teams T
+affects T's namespaced objects and the Queues of T's *department trees* — every team under the
+same top-level ancestor — because a Queue's guarantee and deserved depend on its parent's and
+its siblings' (``render.queue_amounts`` works tree by tree: the roots never interact). The spec
+is then read for those trees only; rendering it gives, for every object in scope, exactly what
+the full render gives.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
 from quotas.domain.quantity import is_byte_resource
 from quotas.models import LimitPolicy, Membership, Namespace, PriorityTier, Team, TeamQuota
 from quotas.quantities import is_integral_resource
+from scheduling.domain.render import LABEL_TEAM
 from scheduling.domain.types import (
     OVERCOMMITTABLE_RESOURCES,
     ClusterSpec,
@@ -49,7 +58,7 @@ from scheduling.domain.types import (
 )
 from scheduling.models import ShareComputation, ShareSnapshot
 
-__all__ = ["build_cluster_spec", "split_quota"]
+__all__ = ["SyncScope", "build_cluster_spec", "split_quota", "sync_scope"]
 
 _MILLI = Decimal("0.001")
 
@@ -112,13 +121,17 @@ def _effectively_active(teams: Mapping[int, Mapping[str, Any]]) -> set[int]:
     return active
 
 
-def _latest_deserved() -> dict[int, dict[str, Decimal]]:
-    computation = ShareComputation.objects.order_by("-computed_at", "-id").first()
-    if computation is None:
-        return {}
-    rows = ShareSnapshot.objects.filter(computation=computation).values_list(
-        "team_id", "fair_allocation"
-    )
+def _latest_deserved(
+    team_ids: Collection[int], computation_id: int | None = None
+) -> dict[int, dict[str, Decimal]]:
+    if computation_id is None:
+        computation = ShareComputation.objects.order_by("-computed_at", "-id").first()
+        if computation is None:
+            return {}
+        computation_id = computation.pk
+    rows = ShareSnapshot.objects.filter(
+        computation_id=computation_id, team_id__in=team_ids
+    ).values_list("team_id", "fair_allocation")
     deserved: dict[int, dict[str, Decimal]] = {}
     for team_id, allocation in rows:
         amounts = {}
@@ -128,6 +141,44 @@ def _latest_deserved() -> dict[int, dict[str, Decimal]]:
                 amounts[resource] = value
         deserved[team_id] = amounts
     return deserved
+
+
+@dataclass(frozen=True)
+class SyncScope:
+    """What a targeted sync plans: ``teams``' namespaced objects, the Queues of ``trees``
+    (the department trees of ``teams``), and with ``queues`` every Queue."""
+
+    teams: frozenset[str]
+    trees: frozenset[str]
+    queues: bool = False
+
+    def covers(self, obj: Mapping[str, Any]) -> bool:
+        """Whether a manifest or live object is in scope (by kind and team label)."""
+        team = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_TEAM)
+        kind = obj.get("kind")
+        if kind == "PriorityClass":
+            return False  # the tiers' objects: no team changes them (full syncs do)
+        if kind == "Queue":
+            return self.queues or team in self.trees
+        return team in self.teams
+
+
+def sync_scope(teams: Iterable[str], *, queues: bool = False) -> SyncScope:
+    """The scope of a targeted sync of ``teams`` (slugs; unknown ones are kept, so a deleted
+    team's objects are pruned): the teams, and every team in their department trees."""
+    wanted = frozenset(teams)
+    rows = {row["slug"]: row["parent__slug"] for row in Team.objects.values("slug", "parent__slug")}
+
+    def root(slug: str) -> str:
+        seen = set()
+        while rows.get(slug) and slug not in seen:
+            seen.add(slug)
+            slug = rows[slug]
+        return slug
+
+    roots = {root(slug) for slug in wanted}
+    trees = frozenset(slug for slug in rows if root(slug) in roots) | wanted
+    return SyncScope(teams=wanted, trees=trees, queues=queues)
 
 
 def _limit_spec(rows: Iterable[Mapping[str, Any]]) -> LimitSpec | None:
@@ -156,8 +207,15 @@ def _limit_spec(rows: Iterable[Mapping[str, Any]]) -> LimitSpec | None:
     return None if spec.is_empty and not quota_limits else spec
 
 
-def build_cluster_spec() -> ClusterSpec:
+def build_cluster_spec(
+    *, within: Collection[str] | None = None, computation_id: int | None = None
+) -> ClusterSpec:
     """Read the tenancy model and return it as a ClusterSpec (eight queries).
+
+    ``within`` (team slugs closed under parent and children, i.e. whole department trees, as
+    ``sync_scope`` gives): read only those teams and what hangs off them. None: every team.
+    ``computation_id``: the ShareComputation whose fair allocations become ``deserved`` (the
+    sync passes the last good one it records on the run); None: the latest.
 
     Raises ValueError (from the spec dataclasses) when the database holds something the renderer
     cannot express, e.g. a GPU default request different from its default limit.
@@ -174,9 +232,9 @@ def build_cluster_spec() -> ClusterSpec:
 
     teams = {
         row["id"]: row
-        for row in Team.objects.values(
-            "id", "slug", "parent_id", "weight", "tier__name", "reclaimable", "active"
-        )
+        for row in (
+            Team.objects.filter(slug__in=within) if within is not None else Team.objects.all()
+        ).values("id", "slug", "parent_id", "weight", "tier__name", "reclaimable", "active")
     }
     included = _effectively_active(teams)
     departments = {teams[t]["parent_id"] for t in included if teams[t]["parent_id"] is not None}
@@ -191,7 +249,7 @@ def build_cluster_spec() -> ClusterSpec:
         if row["limit"] is not None:
             limit[row["team_id"]][row["resource"]] = row["limit"]
 
-    deserved = _latest_deserved()
+    deserved = _latest_deserved(included, computation_id)
 
     members: dict[int, list[MemberSpec]] = defaultdict(list)
     for team_id, username, role in Membership.objects.filter(

@@ -115,6 +115,32 @@ class SyncRun(models.Model):
     drift_count = models.PositiveIntegerField(
         default=0, help_text="Objects changed in the cluster behind Fairshare's back."
     )
+    scope = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Empty: a full sync. Otherwise a targeted one: {'teams': [slug, ...]} plans "
+        "only those teams' objects and the Queues of their department trees.",
+    )
+    share_computation = models.ForeignKey(
+        ShareComputation,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="sync_runs",
+        help_text="The share computation whose fair allocation the Queues' deserved came from.",
+    )
+    shares_stale = models.BooleanField(
+        default=False,
+        help_text="Share computations had failed since that computation: deserved was stale.",
+    )
+    merged_into = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="merged_requests",
+        help_text="The follow-up run that carried out this request (status merged).",
+    )
     log = models.TextField(blank=True)
     error = models.TextField(blank=True)
 
@@ -127,7 +153,15 @@ class SyncRun(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in (SyncStatus.SUCCEEDED, SyncStatus.FAILED)
+        return self.status in (SyncStatus.SUCCEEDED, SyncStatus.FAILED, SyncStatus.MERGED)
+
+    @property
+    def is_targeted(self) -> bool:
+        return bool(self.scope)
+
+    @property
+    def scope_teams(self) -> list[str]:
+        return sorted((self.scope or {}).get("teams") or [])
 
 
 class SyncItem(models.Model):

@@ -13,29 +13,47 @@ log = logging.getLogger(__name__)
 def on_quota_changed(
     sender: Any, team_ids: list[int] | None = None, reason: str = "", **kwargs: Any
 ) -> None:
-    """Recompute shares, then sync the cluster: one Celery chain per quota change.
+    """Sync the changed teams now; recompute shares, then sync every Queue's ``deserved``.
+
+    Two messages per quota change, so that quotas and RBAC never wait for the share
+    computation: a targeted ``sync_cluster`` of the teams touched (their ResourceQuotas,
+    RoleBindings, ... and the Queues of their department trees, with the last fair allocation
+    for ``deserved``), and a chain ``compute_shares | sync_cluster(queues=True)`` that brings
+    every Queue's ``deserved`` to the new allocation. Single flight merges whatever overlaps.
+    Without ``team_ids`` the first sync is a full one.
 
     ``quota_changed`` is sent after commit, so the tasks see the new rows. A broker outage is
     logged and swallowed here on purpose: the web request that changed the quota has succeeded,
     and nothing is lost — the beat schedule recomputes and re-syncs every few minutes.
     """
+    from quotas.models import Team
     from scheduling.tasks import compute_shares, sync_cluster
 
     trigger = f"quota-change:{reason}" if reason else "quota-change"
-    workflow = compute_shares.si(trigger=trigger) | sync_cluster.si(trigger=trigger)
+    teams = (
+        sorted(Team.objects.filter(pk__in=team_ids).values_list("slug", flat=True))
+        if team_ids
+        else None
+    )
     try:
+        sync_cluster.delay(trigger=trigger, teams=teams)
+        workflow = compute_shares.si(trigger=trigger) | sync_cluster.si(
+            trigger=f"{trigger}:shares", queues=True
+        )
         workflow.apply_async()
     except (OperationalError, OSError):
         log.exception(
-            "could not enqueue share computation and sync after %s of teams %s; the beat "
+            "could not enqueue the sync and share computation after %s of teams %s; the beat "
             "schedule will catch up",
             reason or "a quota change",
             team_ids,
         )
 
 
-def on_membership_changed(sender: Any, reason: str = "", **kwargs: Any) -> None:
-    """Sync the cluster (RoleBindings) after a membership change, sent after commit.
+def on_membership_changed(
+    sender: Any, reason: str = "", team_slugs: list[str] | None = None, **kwargs: Any
+) -> None:
+    """A targeted sync of the teams whose memberships (RoleBindings) changed, sent after commit.
 
     A broker outage is logged, not raised: the membership change has been committed, and the
     beat schedule re-syncs every few minutes anyway.
@@ -43,6 +61,6 @@ def on_membership_changed(sender: Any, reason: str = "", **kwargs: Any) -> None:
     from scheduling.tasks import sync_cluster
 
     try:
-        sync_cluster.delay(trigger=f"members:{reason}")
+        sync_cluster.delay(trigger=f"members:{reason}", teams=team_slugs or None)
     except (OperationalError, OSError):
         log.exception("could not enqueue a sync after a membership %s", reason)

@@ -12,17 +12,22 @@ How one run goes (``run_sync``)
    message), is marked FAILED with a "worker lost" / "never started" error.
 2. The run is claimed with a conditional update (``queued → running``); a run already claimed by
    another worker (a redelivered message) is left alone.
-3. Single flight: one sync at a time per installation. With Redis (``REDIS_URL``, or a
-   ``redis://`` Celery broker) a redis-py ``Lock`` is taken without blocking and extended on
-   every heartbeat; without Redis (the embedded demo) the claim itself is the lock: claims are
-   serialised (a PostgreSQL advisory transaction lock; SQLite serialises writers already) and a
-   run that finds another RUNNING run with a fresh heartbeat does not start. A Redis lock held
-   by a run that is no longer RUNNING (reaped in step 1: its worker died holding it) is
-   abandoned and taken over, so the next sync after the stale window really runs.
-   **Decision: the loser is not run and not queued behind the winner.** It is marked FAILED
-   with ``Skipped: sync #N is already running ...``: two triggers at the same moment end up as
-   one sync, and any change committed after the winner read the database is picked up by the
-   next trigger (quota changes trigger one; the beat schedule re-syncs every few minutes).
+3. Single flight that coalesces: one sync at a time per installation. With Redis
+   (``REDIS_URL``, or a ``redis://`` Celery broker) a redis-py ``Lock`` is taken without
+   blocking *before* the claim and extended on every heartbeat; without Redis (the embedded
+   demo) the claim itself is the lock: claims are serialised (a PostgreSQL advisory transaction
+   lock; SQLite serialises writers already) and a run that finds another RUNNING run with a
+   fresh heartbeat does not start. A Redis lock held by a run that is finished (reaped in
+   step 1: its worker died holding it) is abandoned and taken over.
+   **A request that finds the lock taken is never dropped nor failed.** Its row stays QUEUED
+   ("Waiting: sync #N is running") — that row *is* the dirty flag, in the database, so it
+   works across workers and outlives any of them. The run that holds the lock, when it
+   finishes (whatever the outcome), enqueues the oldest pending run; the run that claims next
+   merges every pending sync into itself (they become MERGED, "Included in sync #M", with
+   ``merged_into``) and plans the union of their scopes. So a burst of requests during one
+   sync gives exactly one follow-up, which reads the database after all of them were queued.
+   If the holder's worker dies, the rows stay QUEUED and the next run to take the lock (the
+   next trigger, or the beat) merges them.
 4. Desired state: ``desired.build_cluster_spec()`` → ``render()``. Each manifest gets the
    annotation ``fairshare.io/last-applied`` (the manifest itself, as compact JSON) so the next
    run can tell drift from a change of the desired state.
@@ -81,7 +86,7 @@ import socket
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -95,7 +100,7 @@ from django.utils import timezone
 from quotas.choices import AuditVerb
 from quotas.quantities import parse_quantity as parse_db_quantity
 from scheduling.choices import SyncAction, SyncStatus
-from scheduling.desired import build_cluster_spec
+from scheduling.desired import SyncScope, build_cluster_spec, sync_scope
 from scheduling.domain.plan import (
     Change,
     FieldDiff,
@@ -110,7 +115,7 @@ from scheduling.exceptions import DomainError
 from scheduling.k8s.apply import call_with_retry, delete, server_side_apply
 from scheduling.k8s.client import KINDS, build_api_client
 from scheduling.k8s.errors import K8sError, K8sNotFound, K8sTransient
-from scheduling.k8s.observe import list_managed, managed_in_dump
+from scheduling.k8s.observe import MANAGED_SELECTOR, list_managed, managed_in_dump
 from scheduling.k8s.scheduler_config import read_scheduler_config, scheduler_config_warnings
 from scheduling.models import SyncItem, SyncRun
 
@@ -143,22 +148,52 @@ class SyncError(DomainError):
 # --------------------------------------------------------------------------- starting a run
 
 
+def _scope(teams: Iterable[str] | None, *, queues: bool = False) -> dict[str, Any]:
+    """A run's stored scope: ``{}`` for a full sync, ``{"teams": [...], "queues": bool}`` for a
+    targeted one (``queues``: every Queue as well, after a share computation)."""
+    slugs = sorted({str(t) for t in teams or () if t})
+    if not slugs and not queues:
+        return {}
+    return {"teams": slugs, "queues": True} if queues else {"teams": slugs}
+
+
 def create_run(
-    *, dry_run: bool = False, trigger: str = "manual", requested_by: Any = None
+    *,
+    dry_run: bool = False,
+    trigger: str = "manual",
+    requested_by: Any = None,
+    teams: Iterable[str] | None = None,
+    queues: bool = False,
 ) -> SyncRun:
-    """Create a QUEUED SyncRun without enqueueing it (``manage.py sync`` runs it in-process)."""
-    return SyncRun.objects.create(dry_run=dry_run, trigger=trigger[:64], requested_by=requested_by)
+    """Create a QUEUED SyncRun without enqueueing it (``manage.py sync`` runs it in-process).
+
+    ``teams`` (slugs) makes it a targeted sync of those teams, ``queues`` adds every Queue
+    (both unset: a full sync).
+    """
+    return SyncRun.objects.create(
+        dry_run=dry_run,
+        trigger=trigger[:64],
+        requested_by=requested_by,
+        scope=_scope(teams, queues=queues),
+    )
 
 
 def start_sync(
-    *, dry_run: bool = False, trigger: str = "manual", requested_by: Any = None
+    *,
+    dry_run: bool = False,
+    trigger: str = "manual",
+    requested_by: Any = None,
+    teams: Iterable[str] | None = None,
+    queues: bool = False,
 ) -> SyncRun:
     """Create a QUEUED SyncRun and enqueue ``sync_cluster`` for it after commit; return the run.
 
     If the broker cannot take the message, the run is marked FAILED with the reason (the beat
     schedule syncs again later), so it never sits in the queue forever.
     """
-    run = create_run(dry_run=dry_run, trigger=trigger, requested_by=requested_by)
+    run = create_run(
+        dry_run=dry_run, trigger=trigger, requested_by=requested_by, teams=teams, queues=queues
+    )
     transaction.on_commit(lambda: _enqueue(run.pk))
     return run
 
@@ -186,14 +221,16 @@ def reap_stale_runs(*, now: datetime | None = None, exclude: int | None = None) 
     """Mark runs abandoned by a lost worker FAILED; return how many.
 
     RUNNING with a heartbeat (or start) older than ``FAIRSHARE_SYNC_STALE_AFTER`` seconds →
-    "worker lost"; QUEUED for longer than that → "never started". ``exclude`` is spared (the run
-    about to be claimed).
+    "worker lost"; a QUEUED *dry run* older than that → "never started". A queued sync is not
+    reaped: it is a pending request (the "dirty" state) that the next run to take the lock
+    merges and carries out, however its message or worker was lost. ``exclude`` is spared
+    (the run about to be claimed).
     """
     now = now or timezone.now()
     stale_after = int(getattr(settings, "FAIRSHARE_SYNC_STALE_AFTER", 600))
     cutoff = now - timedelta(seconds=stale_after)
     running = SyncRun.objects.filter(status=SyncStatus.RUNNING, heartbeat_at__lt=cutoff)
-    queued = SyncRun.objects.filter(status=SyncStatus.QUEUED, created__lt=cutoff)
+    queued = SyncRun.objects.filter(status=SyncStatus.QUEUED, dry_run=True, created__lt=cutoff)
     if exclude is not None:
         running, queued = running.exclude(pk=exclude), queued.exclude(pk=exclude)
     lost = running.update(
@@ -249,10 +286,11 @@ class _RedisLock:
     def acquire(self, run_id: int) -> str | None:
         """Take the lock; return None on success, else who holds it (``sync #N``).
 
-        A lock whose holder is no longer RUNNING is abandoned — its worker was killed and the
+        The lock is taken before the run is claimed, so its holder is QUEUED (about to claim)
+        or RUNNING. A lock whose holder is finished is abandoned — its worker was killed and the
         run reaped as "worker lost" (the lock outlives the stale window: it is extended to
         ``FAIRSHARE_SYNC_LOCK_TIMEOUT`` on every heartbeat) — and is taken over, if it still
-        holds the same token, instead of skipping every sync until it expires.
+        holds the same token, instead of making every sync wait until it expires.
         """
         token = f"{run_id}:{uuid.uuid4().hex}"
         try:
@@ -263,7 +301,9 @@ class _RedisLock:
             number = text.split(":", 1)[0]
             if (
                 number.isdigit()
-                and not SyncRun.objects.filter(pk=int(number), status=SyncStatus.RUNNING).exists()
+                and not SyncRun.objects.filter(
+                    pk=int(number), status__in=[SyncStatus.QUEUED, SyncStatus.RUNNING]
+                ).exists()
                 and self._client.eval(_DELETE_IF_UNCHANGED, 1, self._key, holder)
                 and self._lock.acquire(blocking=False, token=token)
             ):
@@ -305,32 +345,110 @@ def _serialize_claims() -> None:
 
 
 def _claim(run_id: int, *, database_lock: bool, now: datetime) -> tuple[bool, str | None]:
-    """Claim the run (queued → running); return (claimed, holder) — holder set when the
-    database lock says another run is in progress (the run is then not started)."""
+    """Claim the run (queued → running) and merge every other pending sync into it.
+
+    Return (claimed, holder): holder is set when the database lock says another run is in
+    progress — the run is then left QUEUED, a pending request for the follow-up. A claimed
+    sync (not a dry run) takes over every other QUEUED sync: they become MERGED "included in
+    sync #N" and its scope becomes the union of theirs (any full one makes it full). Because
+    the desired state is read after this commit, every change whose request was queued by now
+    is seen by this run.
+    """
     stale_after = int(getattr(settings, "FAIRSHARE_SYNC_STALE_AFTER", 600))
     with transaction.atomic():
         if database_lock:
             _serialize_claims()
-        claimed = SyncRun.objects.filter(pk=run_id, status=SyncStatus.QUEUED).update(
-            status=SyncStatus.RUNNING,
-            started_at=now,
-            heartbeat_at=now,
-            finished_at=None,
-            worker=f"{socket.gethostname()}:{os.getpid()}"[:200],
-        )
-        if not claimed or not database_lock:
-            return bool(claimed), None
-        other = (
-            SyncRun.objects.filter(
-                status=SyncStatus.RUNNING,
-                heartbeat_at__gte=now - timedelta(seconds=stale_after),
+            other = (
+                SyncRun.objects.filter(
+                    status=SyncStatus.RUNNING,
+                    heartbeat_at__gte=now - timedelta(seconds=stale_after),
+                )
+                .exclude(pk=run_id)
+                .order_by("pk")
+                .values_list("pk", flat=True)
+                .first()
             )
-            .exclude(pk=run_id)
-            .order_by("pk")
-            .values_list("pk", flat=True)
-            .first()
-        )
-        return True, (f"sync #{other}" if other is not None else None)
+            if other is not None:
+                return False, f"sync #{other}"
+        run = SyncRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.status != SyncStatus.QUEUED:
+            return False, None
+        fields: dict[str, Any] = {
+            "status": SyncStatus.RUNNING,
+            "started_at": now,
+            "heartbeat_at": now,
+            "finished_at": None,
+            "error": "",
+            "worker": f"{socket.gethostname()}:{os.getpid()}"[:200],
+        }
+        if not run.dry_run:
+            pending = list(
+                SyncRun.objects.select_for_update()
+                .filter(status=SyncStatus.QUEUED, dry_run=False)
+                .exclude(pk=run_id)
+                .order_by("pk")
+            )
+            if pending:
+                fields["scope"] = _merged_scope([run.scope, *(p.scope for p in pending)])
+                SyncRun.objects.filter(pk__in=[p.pk for p in pending]).update(
+                    status=SyncStatus.MERGED,
+                    merged_into=run_id,
+                    finished_at=now,
+                    heartbeat_at=now,
+                    error="",
+                    log=f"Included in sync #{run_id}: it was requested while another sync ran "
+                    "(or before this one started) and is carried out by that run.",
+                )
+                log.info("sync run #%s includes %s", run_id, ", ".join(f"#{p.pk}" for p in pending))
+        SyncRun.objects.filter(pk=run_id).update(**fields)
+        return True, None
+
+
+def _merged_scope(scopes: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """Union of run scopes: full (``{}``) if any is full, else the union of their teams (and
+    every Queue if any asked for them)."""
+    teams: set[str] = set()
+    queues = False
+    for scope in scopes:
+        if not scope or not (scope.get("teams") or scope.get("queues")):
+            return {}
+        teams.update(scope.get("teams") or ())
+        queues = queues or bool(scope.get("queues"))
+    return _scope(teams, queues=queues)
+
+
+def _wait(run_id: int, holder: str) -> SyncRun:
+    """Leave the run QUEUED behind ``holder``: the holder dispatches the follow-up when done."""
+    SyncRun.objects.filter(pk=run_id, status=SyncStatus.QUEUED).update(
+        log=f"Waiting: {holder} is running. This request is carried out by the follow-up run "
+        "right after it (one run for every request that arrives meanwhile)."
+    )
+    log.info("sync run #%s waits: %s is running", run_id, holder)
+    return SyncRun.objects.get(pk=run_id)
+
+
+def _dispatch_follow_up(*, exclude: int | None = None) -> int | None:
+    """After the lock is released: enqueue the oldest pending run, if any; return its id.
+
+    Every pending sync is merged into whichever run claims next, so one message is enough.
+    Runs waiting for a Celery retry (requeued with an error) are left to that retry. A broker
+    outage is logged: the rows stay QUEUED and the next trigger or the beat merges them.
+    """
+    from kombu.exceptions import OperationalError
+
+    from scheduling.tasks import sync_cluster
+
+    pending = SyncRun.objects.filter(status=SyncStatus.QUEUED, error="")
+    if exclude is not None:
+        pending = pending.exclude(pk=exclude)
+    next_id = pending.order_by("created", "id").values_list("pk", flat=True).first()
+    if next_id is None:
+        return None
+    try:
+        sync_cluster.delay(run_id=next_id)
+    except (OperationalError, OSError):
+        log.exception("could not enqueue the follow-up sync run #%s", next_id)
+    return next_id
 
 
 # --------------------------------------------------------------------------- progress
@@ -416,6 +534,12 @@ def _drift(live: Mapping[str, Any] | None) -> tuple[FieldDiff, ...]:
     if not isinstance(last, dict) or last.get("kind") != live.get("kind"):
         return ()
     return diff_object(last, _without_last_applied(live), parse_quantity=_parse_quantity)
+
+
+def drifted_fields(live: Mapping[str, Any]) -> tuple[FieldDiff, ...]:
+    """Fields of a live managed object changed since Fairshare last applied it (the watcher's
+    drift test; empty when it matches or was never applied by Fairshare)."""
+    return _drift(live)
 
 
 def _visible(diffs: Sequence[FieldDiff]) -> tuple[FieldDiff, ...]:
@@ -552,12 +676,75 @@ def _apply_all(
     return tally.outcomes
 
 
-def _observe(api_client: Any, progress: _Progress | None = None) -> list[dict[str, Any]]:
-    """LIST every managed kind once (paginated); each listing retried as a whole."""
+def _share_source(run: SyncRun) -> list[str]:
+    """Record on ``run`` which share computation gives the Queues' deserved, and whether the
+    shares are stale (computations failed since); return the log note for a stale one.
+
+    A failed share computation never holds a sync back: quotas and RBAC go out, and the
+    Queues keep the last good fair allocation (the renderer falls back to the guarantee when
+    there has never been one).
+    """
+    from scheduling.services import share_health
+
+    health = share_health()
+    run.share_computation = health.last_good
+    run.shares_stale = health.stale
+    if not health.stale:
+        return []
+    since = f"{health.since:%Y-%m-%d %H:%M} UTC" if health.since else "the start"
+    source = (
+        f"the last good computation #{health.last_good.pk} of "
+        f"{health.last_good.computed_at:%Y-%m-%d %H:%M} UTC"
+        if health.last_good is not None
+        else "the guarantees (no share computation ever succeeded)"
+    )
+    return [
+        f"Shares stale since {since} ({health.failures} failed computation(s); latest: "
+        f"{health.error[:300]}): the Queues' deserved come from {source}."
+    ]
+
+
+def _run_scope(stored: Mapping[str, Any] | None) -> SyncScope | None:
+    """The run's scope (None: a full sync)."""
+    if not stored or not (stored.get("teams") or stored.get("queues")):
+        return None
+    return sync_scope(stored.get("teams") or (), queues=bool(stored.get("queues")))
+
+
+def _describe(scope: SyncScope) -> str:
+    teams = ", ".join(sorted(scope.teams)) or "none"
+    queues = "every Queue" if scope.queues else f"the Queues of {len(scope.trees)} teams' trees"
+    return f"Targeted sync: teams {teams} and {queues}"
+
+
+def _selector(values: Iterable[str]) -> str:
+    # A set-based requirement, ANDed with ours (k8s.io/apimachinery/pkg/labels/selector.go).
+    return f"{MANAGED_SELECTOR},{LABEL_TEAM} in ({','.join(sorted(values))})"
+
+
+def _observe(
+    api_client: Any, progress: _Progress | None = None, *, scope: SyncScope | None = None
+) -> list[dict[str, Any]]:
+    """LIST every managed kind once (paginated); each listing retried as a whole.
+
+    A targeted sync lists by team label instead (``fairshare.io/team in (...)``): the teams'
+    namespaced kinds, the Queues of their trees, and no PriorityClasses.
+    """
     live: list[dict[str, Any]] = []
     for kind in KINDS:
+        selector = MANAGED_SELECTOR
+        if scope is not None:
+            if kind == "PriorityClass" or (kind != "Queue" and not scope.teams):
+                continue
+            if kind != "Queue":
+                selector = _selector(scope.teams)
+            elif not scope.queues:
+                selector = _selector(scope.trees)
         live += call_with_retry(
-            lambda kind=kind: list_managed(api_client, kind), attempts=RETRY_ATTEMPTS
+            lambda kind=kind, selector=selector: list_managed(
+                api_client, kind, label_selector=selector
+            ),
+            attempts=RETRY_ATTEMPTS,
         )
         if progress is not None:
             progress.beat()
@@ -734,6 +921,7 @@ def _record(
         run.heartbeat_at = run.finished_at
         run.total = run.done = len(outcomes)
         run.drift_count = drift
+        locked_fields = ["share_computation", "shares_stale"]
         for action, counter in _COUNTERS.items():
             setattr(run, counter, counts.get(action, 0))
         run.log = "\n".join(lines)
@@ -748,6 +936,7 @@ def _record(
                 "done",
                 "drift_count",
                 "log",
+                *locked_fields,
                 *_COUNTERS.values(),
             ]
         )
@@ -791,41 +980,48 @@ def run_sync(run_id: int, *, api_client: Any = None, requeue_on_transient: bool 
     """Carry out the queued sync run ``run_id`` (see the module docstring) and return it.
 
     ``api_client`` overrides the client built from ``FAIRSHARE_CLUSTER`` (tests, benchmarks).
-    Returns the run untouched if it is not queued (claimed elsewhere or finished), or marked
-    FAILED "Skipped" if another sync holds the lock. Raises (after recording the failure on the
-    run) when the run could not be carried out: K8sTransient when the API server is unreachable
-    — with ``requeue_on_transient`` the run goes back to QUEUED instead of FAILED so the task's
-    retry can claim it again — K8sError/SyncError/ValueError otherwise.
+    Returns the run untouched if it is not queued (claimed elsewhere, merged or finished), or
+    still QUEUED ("Waiting") if another sync holds the lock: that sync enqueues the follow-up
+    when it finishes, and the follow-up merges every pending request. Raises (after recording
+    the failure on the run) when the run could not be carried out: K8sTransient when the API
+    server is unreachable — with ``requeue_on_transient`` the run goes back to QUEUED instead of
+    FAILED so the task's retry can claim it again — K8sError/SyncError/ValueError otherwise.
     """
     now = timezone.now()
     reap_stale_runs(now=now, exclude=run_id)
     url = _lock_url()
-    claimed, holder = _claim(run_id, database_lock=not url, now=now)
+    lock: _RedisLock | None = None
+    if url:
+        # Lock first, then claim: whoever holds the lock is the one run that merges pending
+        # requests, and a request that finds the lock taken is always seen by the holder's
+        # follow-up check (its row was committed before its message was sent).
+        if not SyncRun.objects.filter(pk=run_id, status=SyncStatus.QUEUED).exists():
+            log.info("sync run #%s is not queued: nothing to do", run_id)
+            return SyncRun.objects.select_related("requested_by").get(pk=run_id)
+        lock = _RedisLock(url)
+        try:
+            holder = lock.acquire(run_id)
+        except SyncError as e:
+            lock.close()
+            run = SyncRun.objects.get(pk=run_id)
+            if run.status == SyncStatus.QUEUED:
+                _finish(run, status=SyncStatus.FAILED, error=str(e))
+            raise
+        if holder is not None:
+            lock.close()
+            return _wait(run_id, holder)
+        claimed, holder = _claim(run_id, database_lock=False, now=now)
+    else:
+        claimed, holder = _claim(run_id, database_lock=True, now=now)
+        if holder is not None:
+            return _wait(run_id, holder)
     run = SyncRun.objects.select_related("requested_by").get(pk=run_id)
     if not claimed:
         log.info("sync run #%s is %s, not queued: nothing to do", run_id, run.status)
-        return run
-    lock: _RedisLock | None = None
-    try:
-        if url:
-            lock = _RedisLock(url)
-            holder = lock.acquire(run_id)
-            if holder is not None:
-                lock.close()
-                lock = None  # not ours to release
-    except SyncError as e:
         if lock is not None:
-            lock.close()
-        _finish(run, status=SyncStatus.FAILED, error=str(e))
-        raise
-    if holder is not None:
-        log.info("sync run #%s skipped: %s is already running", run_id, holder)
-        return _finish(
-            run,
-            status=SyncStatus.FAILED,
-            error=f"Skipped: {holder} is already running (one sync at a time). Any change it "
-            "did not see is picked up by the next sync.",
-        )
+            lock.release()
+            _dispatch_follow_up()
+        return run
     try:
         return _run_claimed(run, api_client, lock)
     except K8sTransient as e:
@@ -843,6 +1039,7 @@ def run_sync(run_id: int, *, api_client: Any = None, requeue_on_transient: bool 
     finally:
         if lock is not None:
             lock.release()
+        _dispatch_follow_up(exclude=run_id)
 
 
 def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> SyncRun:
@@ -862,9 +1059,23 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
         )
     if own_client:
         api_client = _build_client()
+    scope = _run_scope(run.scope)
+    notes += _share_source(run)
     try:
-        desired = [_with_last_applied(m) for m in render(build_cluster_spec())]
-        live = _snapshot_live(arg) if snapshot else _observe(api_client, progress)
+        if scope is None:
+            manifests = render(build_cluster_spec(computation_id=run.share_computation_id))
+        else:
+            spec = build_cluster_spec(
+                # Every Queue: every tree (namespaces are read, only the teams' rendered).
+                within=None if scope.queues else scope.trees,
+                computation_id=run.share_computation_id,
+            )
+            manifests = [m for m in render(spec, namespaces_of=scope.teams) if scope.covers(m)]
+        desired = [_with_last_applied(m) for m in manifests]
+        if snapshot:
+            live = [o for o in _snapshot_live(arg) if scope is None or scope.covers(o)]
+        else:
+            live = _observe(api_client, progress, scope=scope)
         changes = plan(
             desired,
             live,
@@ -872,11 +1083,13 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
             prune_namespaces=bool(getattr(settings, "FAIRSHARE_SYNC_PRUNE_NAMESPACES", False)),
             last_applied_annotation=LAST_APPLIED_ANNOTATION,
         )
+        if scope is not None:
+            notes.append(_describe(scope))
         notes.append(
             f"{len(desired)} desired, {len(live)} live objects"
             + (" (dry run: nothing applied)" if run.dry_run and not snapshot else "")
         )
-        if not snapshot:
+        if not snapshot and scope is None:
             notes += _scheduler_notes(api_client, desired)
         progress.start(len(changes))
         index = {_key(obj): obj for obj in live}

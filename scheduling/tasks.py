@@ -23,9 +23,17 @@ log = logging.getLogger(__name__)
     max_retries=3,
 )
 def sync_cluster(
-    self: Any, run_id: int | None = None, dry_run: bool = False, trigger: str = "schedule"
+    self: Any,
+    run_id: int | None = None,
+    dry_run: bool = False,
+    trigger: str = "schedule",
+    teams: list[str] | None = None,
+    queues: bool = False,
 ) -> dict[str, Any]:
     """Run the sync ``run_id``; without one (beat, quota changes) create a run and enqueue it.
+
+    ``teams`` (slugs) / ``queues`` make the created run a targeted sync (see
+    ``scheduling.desired.sync_scope``); the beat's sync is always a full one.
 
     Dispatching through ``start_sync`` keeps "one task message = one SyncRun": a retry of this
     task (only on K8sTransient: the API server was unreachable) claims the same run again, which
@@ -39,7 +47,7 @@ def sync_cluster(
         if str(getattr(settings, "FAIRSHARE_CLUSTER", "")) == "disabled":
             log.info("Kubernetes access is disabled; %s sync skipped", trigger)
             return {"run_id": None, "status": "skipped"}
-        run = sync.start_sync(dry_run=dry_run, trigger=trigger)
+        run = sync.start_sync(dry_run=dry_run, trigger=trigger, teams=teams, queues=queues)
         return {"run_id": run.pk, "status": run.status}
     run = sync.run_sync(run_id, requeue_on_transient=self.request.retries < self.max_retries)
     return {"run_id": run.pk, "status": run.status}

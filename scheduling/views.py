@@ -263,8 +263,8 @@ def sync_start(request):
     if busy is not None:
         messages.warning(
             request,
-            f"{kind} #{run.pk} queued, but sync #{busy} is still running: only one sync runs "
-            f"at a time, so #{run.pk} is skipped if #{busy} has not finished by then.",
+            f"{kind} #{run.pk} queued; sync #{busy} is still running, so #{run.pk} runs (or is "
+            f"included in the follow-up run) as soon as #{busy} has finished.",
         )
     else:
         note = f" {PLAN_ONLY}: nothing is applied." if plan_only else ""

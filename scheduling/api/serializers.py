@@ -60,6 +60,10 @@ class SyncRunSerializer(StrictModelSerializer):
             "pruned_count",
             "failed_count",
             "drift_count",
+            "scope",
+            "merged_into",
+            "share_computation",
+            "shares_stale",
             "log",
             "error",
         ]

@@ -80,7 +80,7 @@ order, so the same spec always gives the same list, byte for byte once serialise
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
@@ -730,8 +730,13 @@ def _effectively_active(teams: Mapping[str, TeamSpec]) -> set[str]:
     return active
 
 
-def render(spec: ClusterSpec) -> list[Manifest]:
+def render(spec: ClusterSpec, *, namespaces_of: Collection[str] | None = None) -> list[Manifest]:
     """Render the desired state of the cluster as a list of manifests.
+
+    ``namespaces_of`` (team slugs; None = every team) limits step 4 to those teams' namespaces —
+    a targeted sync's render. The other namespaces still count where they shape cluster-scoped
+    objects (a department's ``.own`` leaf Queue), so every object rendered is exactly the one a
+    full render gives.
 
     Steps:
     1. check cross-object invariants (unknown team/tier/parent, parent not a department,
@@ -759,5 +764,6 @@ def render(spec: ClusterSpec) -> list[Manifest]:
     objects: list[Manifest] = [_priority_class(tier) for tier in spec.tiers]
     objects += [_queue(teams[q.team], q) for q in amounts.values()]
     for ns in managed:
-        objects += _namespace_objects(ns, teams[ns.team])
+        if namespaces_of is None or ns.team in namespaces_of:
+            objects += _namespace_objects(ns, teams[ns.team])
     return sorted(objects, key=lambda obj: sort_key(obj, depths))

@@ -152,7 +152,7 @@ def test_api_membership_changes_ask_for_a_sync_like_the_team_page(
         else:
             response = client.delete(url)
     assert response.status_code < 300, response.content
-    assert calls == [{"trigger": f"members:{change}"}]
+    assert calls == [{"trigger": f"members:{change}", "teams": ["team-a"]}]
 
 
 def test_api_membership_changes_are_audited_once(world):

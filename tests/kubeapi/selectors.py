@@ -4,6 +4,12 @@ Label selectors: ``k=v``, ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``,
 ``!k`` (does not exist), comma-separated (AND). Field selectors: ``path=v``, ``path==v``,
 ``path!=v`` over dotted paths (``status.phase``, ``spec.nodeName``, ``metadata.namespace``).
 A parsed selector is a predicate over a stored object.
+
+Label semantics follow ``k8s.io/apimachinery/pkg/labels/selector.go`` (``Requirement.Matches``):
+``in``/``=``/``==`` need the key present with one of the values; ``notin``/``!=`` also match an
+object without the key; ``k`` is ``Exists``, ``!k`` ``DoesNotExist``; requirements are ANDed
+(``internalSelector.Matches``) and an empty ``in``/``notin`` set is a parse error
+(``NewRequirement``: "for 'in', 'notin' operators, values set can't be empty").
 """
 
 from __future__ import annotations

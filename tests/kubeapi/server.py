@@ -28,7 +28,14 @@ What it imitates, with the upstream source (each function names its own):
 * discovery and ``/openapi/v3`` (PATCH operations with their parameters and the kinds'
   schemas) so that kubectl can validate and apply.
 
-Simplifications, on purpose: no auth, no watch, no status/scale subresources over HTTP, LIST pages
+* watch (``?watch=true``, ``watch.py``-style line-delimited JSON events over a chunked response),
+  served like the API server's watch cache: events after the requested ``resourceVersion``,
+  label-filtered with the previous state (an object that stops matching arrives as DELETED),
+  ``BOOKMARK`` events with ``allowWatchBookmarks``, ``timeoutSeconds``, and an ``ERROR`` event
+  with a 410 ``Expired`` Status when the version is older than the history
+  (``k8s.io/apiserver/pkg/storage/cacher``, see ``_watch``).
+
+Simplifications, on purpose: no auth, no status/scale subresources over HTTP, LIST pages
 are cut from the current state rather than a snapshot, deleting a namespace removes its objects at
 once, strategic merge patch is a JSON merge patch (lists are replaced, not merged by key), the
 Volcano controller acts at once inside the request that triggered it, and no associative lists.
@@ -48,6 +55,7 @@ import socket
 import struct
 import tempfile
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
@@ -397,6 +405,13 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
 
+@dataclass(frozen=True)
+class _WatchRequest:
+    kind: Kind
+    namespace: str | None
+    query: dict[str, str]
+
+
 class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -429,11 +444,16 @@ class FakeKubeApi:
         self.store = Store()
         self.counts: Counter[tuple[str, str]] = Counter()
         self.dry_run_counts: Counter[tuple[str, str]] = Counter()
+        # (kind, labelSelector) of every LIST, so tests can assert what a sync asked for.
+        self.list_selectors: list[tuple[str, str]] = []
         self.faults: list[FaultRule] = []
         self.rng = random.Random(seed)
         self.seed = seed
         self.unknown_fields = unknown_fields
         self.strict_quota_names = strict_quota_names
+        # Watch: seconds between bookmarks on an idle stream, and the default stream length.
+        self.bookmark_interval = 1.0
+        self.watch_timeout = 60.0
         self._server: _HttpServer | None = None
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
@@ -579,6 +599,7 @@ class FakeKubeApi:
         with self._meta_lock:
             self.counts.clear()
             self.dry_run_counts.clear()
+            self.list_selectors.clear()
 
     def writes(self, kind: str | None = None) -> int:
         """Write requests received (create/update/patch/apply/delete), dry runs excluded."""
@@ -670,6 +691,9 @@ class FakeKubeApi:
         headers: dict[str, str] = {}
         try:
             code, body = self._route(h, h.command, parts.path, query, raw)
+            if isinstance(body, _WatchRequest):
+                self._watch(h, body)
+                return
         except ApiError as e:
             code, body, headers = e.code, e.body(), e.headers
         payload = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -726,15 +750,18 @@ class FakeKubeApi:
             "PATCH": "apply" if content_type == APPLY else "patch",
             "DELETE": "delete",
         }[method]
+        watching = verb == "list" and query.get("watch") in ("true", "1")
+        if watching:
+            verb = "watch"
         self._count(verb, kind.kind, dry_run=query.get("dryRun") == "All")
         self._maybe_fault(h, verb, kind, name, namespace)
 
         if sub:
             raise ApiError(404, "NotFound", f"the fake API server does not serve {sub!r}")
-        if kind.namespaced and namespace is None and verb != "list":
+        if kind.namespaced and namespace is None and verb not in ("list", "watch"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if query.get("watch") in ("true", "1"):
-            raise ApiError(405, "MethodNotAllowed", "the fake API server does not support watch")
+        if watching:
+            return 200, _WatchRequest(kind, namespace, query)
         if "dryRun" in query and query["dryRun"] != "All":
             raise bad_request(f'unsupported dry-run value "{query["dryRun"]}"')
         dry_run = query.get("dryRun") == "All"
@@ -767,6 +794,137 @@ class FakeKubeApi:
             self._after_write(kind, ns, name, dry_run)
             return code, result
         return 200, self._delete(kind, ns, name, dry_run)
+
+    # ------------------------------------------------------------------ watch
+
+    def _watch(self, h: _Handler, request: _WatchRequest) -> None:
+        """Stream watch events, as the API server's watch cache serves them.
+
+        Imitates ``k8s.io/apiserver/pkg/storage/cacher``: ``cacher.go`` ``Watch`` starts the
+        stream (200) and, for a ``resourceVersion`` older than the oldest event kept, sends one
+        ``ERROR`` event whose object is a 410 ``Expired`` Status ("too old resource version",
+        ``watch_cache.go`` ``getAllEventsSinceLocked``) and ends; else it replays the events
+        after that version, then follows new ones. ``cacheWatcher.convertToWatchEvent`` filters
+        with the object's previous state: matching before and after → MODIFIED, only after →
+        ADDED, only before → DELETED. With ``allowWatchBookmarks=true`` an idle stream gets
+        ``BOOKMARK`` events carrying only ``metadata.resourceVersion`` (``cacher.go``
+        ``dispatchEvents``/bookmark timer; ``bookmark_interval`` seconds here instead of about
+        a minute). ``resourceVersion`` unset or "0" first sends the current objects as ADDED
+        ("Get State and Start at Most Recent"). ``timeoutSeconds`` ends the stream cleanly.
+        """
+        kind, query = request.kind, request.query
+        try:
+            label_match = parse_label_selector(query.get("labelSelector"))
+        except SelectorError as e:
+            raise bad_request(str(e)) from None
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        try:
+            timeout = float(query.get("timeoutSeconds") or self.watch_timeout)
+        except ValueError:
+            raise bad_request(f"invalid timeoutSeconds {query['timeoutSeconds']!r}") from None
+
+        requested = query.get("resourceVersion") or "0"
+        try:
+            since = int(requested)
+        except ValueError:
+            raise bad_request(f"invalid resourceVersion {requested!r}") from None
+
+        def matches(obj: dict | None) -> bool:
+            if obj is None:
+                return False
+            ns = obj["metadata"].get("namespace") or ""
+            if request.namespace is not None and ns != request.namespace:
+                return False
+            return label_match is None or label_match(obj)
+
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+        def send(event_type: str, obj: dict) -> None:
+            line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":"))
+            data = line.encode() + b"\n"
+            h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            h.wfile.flush()
+
+        store = self.store
+        deadline = time.monotonic() + timeout
+        try:
+            with store.lock:
+                generation = store.generation
+                initial: list[dict] = []
+                if since == 0:
+                    since = store.rv
+                    initial = [o for o in store.items[kind.kind].values() if matches(o)]
+                elif since < store.compacted_rv:
+                    status = {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Failure",
+                        "message": f"too old resource version: {since} ({store.compacted_rv})",
+                        "reason": "Expired",
+                        "code": 410,
+                    }
+                    initial = []
+                    since = -1
+            if since < 0:
+                send("ERROR", status)
+                return
+            for obj in initial:
+                send("ADDED", obj)
+            last_bookmark = time.monotonic()
+            while self._server is not None:
+                with store.lock:
+                    if store.generation != generation:
+                        return
+                    if since < store.compacted_rv:
+                        return  # compacted under an open watch: the client re-watches, gets 410
+                    pending = [e for e in store.history if e.rv > since and e.kind == kind.kind]
+                    if not pending:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            return
+                        store.changed.wait(min(remaining, self.bookmark_interval, 0.5))
+                        pending = [e for e in store.history if e.rv > since and e.kind == kind.kind]
+                    current_rv = store.rv
+                for event in pending:
+                    since = event.rv
+                    now_matches, before = matches(event.obj), matches(event.prev)
+                    if event.type == "DELETED":
+                        kind_of = "DELETED" if before else None
+                    elif now_matches and before:
+                        kind_of = "MODIFIED"
+                    elif now_matches:
+                        kind_of = "ADDED"
+                    elif before:
+                        kind_of = "DELETED"
+                    else:
+                        kind_of = None
+                    if kind_of is not None:
+                        send(kind_of, event.obj)
+                if not pending:
+                    since = max(since, current_rv)
+                if bookmarks and time.monotonic() - last_bookmark >= self.bookmark_interval:
+                    last_bookmark = time.monotonic()
+                    send(
+                        "BOOKMARK",
+                        {
+                            "kind": kind.kind,
+                            "apiVersion": kind.api_version,
+                            "metadata": {"resourceVersion": str(since)},
+                        },
+                    )
+                if time.monotonic() >= deadline:
+                    return
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            h.close_connection = True
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                h.wfile.write(b"0\r\n\r\n")
+                h.wfile.flush()
 
     def _count(self, verb: str, kind: str, *, dry_run: bool = False) -> None:
         with self._meta_lock:
@@ -930,6 +1088,8 @@ class FakeKubeApi:
     # ------------------------------------------------------------------ verbs
 
     def _list(self, kind: Kind, namespace: str | None, query: dict[str, str]) -> bytes:
+        with self._meta_lock:
+            self.list_selectors.append((kind.kind, query.get("labelSelector") or ""))
         try:
             label_match = parse_label_selector(query.get("labelSelector"))
             field_match = parse_field_selector(query.get("fieldSelector"))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import bisect
 import threading
 import uuid
+from collections import deque
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from .kinds import KINDS
@@ -23,9 +25,33 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# How many events the watch history keeps, like the API server's watch cache
+# (k8s.io/apiserver/pkg/storage/cacher/watch_cache.go: a ring buffer of recent events; a watch
+# from a resourceVersion older than its oldest event is answered "410 Gone").
+HISTORY_SIZE = 10_000
+
+
+@dataclass(frozen=True)
+class Event:
+    """One change of one object: ``type`` ADDED / MODIFIED / DELETED at ``rv``; ``prev`` is
+    the object before the change (None for ADDED), as the watch cache keeps it."""
+
+    rv: int
+    type: str
+    kind: str
+    obj: dict
+    prev: dict | None
+
+
 class Store:
-    def __init__(self) -> None:
+    def __init__(self, history_size: int = HISTORY_SIZE) -> None:
         self.lock = threading.RLock()
+        # Watchers wait on this for new events (and for clear(), which ends their streams).
+        self.changed = threading.Condition(self.lock)
+        self.history: deque[Event] = deque(maxlen=history_size)
+        # Events at or below this resourceVersion are no longer in the history.
+        self.compacted_rv = 0
+        self.generation = 0
         self.rv = 0
         self.items: dict[str, dict[Key, dict]] = {k.kind: {} for k in KINDS}
         self._keys: dict[str, list[Key]] = {k.kind: [] for k in KINDS}
@@ -34,13 +60,30 @@ class Store:
         self.owners: dict[tuple[str, str, str], dict[str, dict]] = {}
 
     def clear(self) -> None:
-        """Forget every object; the resourceVersion counter keeps counting up."""
+        """Forget every object; the resourceVersion counter keeps counting up. Open watches
+        end, and the history is compacted (a watch from an older version gets 410)."""
         with self.lock:
             for kind in self.items:
                 self.items[kind] = {}
                 self._keys[kind] = []
             self._dirty.clear()
             self.owners.clear()
+            self.generation += 1
+            self.compact()
+
+    def compact(self) -> None:
+        """Drop the whole event history, as etcd compaction does: a watch must re-list."""
+        with self.lock:
+            self.history.clear()
+            self.compacted_rv = self.rv
+            self.changed.notify_all()
+
+    def _record(self, type_: str, kind: str, obj: dict, prev: dict | None) -> None:
+        """Append an event (caller holds ``lock``) and wake the watchers."""
+        if len(self.history) == self.history.maxlen:
+            self.compacted_rv = self.history[0].rv
+        self.history.append(Event(int(obj["metadata"]["resourceVersion"]), type_, kind, obj, prev))
+        self.changed.notify_all()
 
     def next_rv(self) -> str:
         with self.lock:
@@ -55,9 +98,14 @@ class Store:
         key = (meta.get("namespace") or "", meta["name"])
         with self.lock:
             bucket = self.items[kind]
-            if key not in bucket and kind not in self._dirty:
+            prev = bucket.get(key)
+            if prev is None and kind not in self._dirty:
                 bisect.insort(self._keys[kind], key)
             bucket[key] = obj
+            if prev is None or prev.get("metadata", {}).get("resourceVersion") != meta.get(
+                "resourceVersion"
+            ):
+                self._record("ADDED" if prev is None else "MODIFIED", kind, obj, prev)
 
     def bulk_put(self, kind: str, objs: list[dict]) -> None:
         with self.lock:
@@ -66,11 +114,17 @@ class Store:
                 meta = obj["metadata"]
                 bucket[(meta.get("namespace") or "", meta["name"])] = obj
             self._dirty.add(kind)
+            # A bulk load is not streamed: watchers from before it must re-list.
+            self.compact()
 
     def remove(self, kind: str, namespace: str, name: str) -> dict | None:
         key = (namespace, name)
         with self.lock:
             obj = self.items[kind].pop(key, None)
+            if obj is not None:
+                # The DELETED event carries the last state at the deletion's resourceVersion.
+                gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": self.next_rv()}}
+                self._record("DELETED", kind, gone, obj)
             if obj is not None and kind not in self._dirty:
                 keys = self._keys[kind]
                 i = bisect.bisect_left(keys, key)

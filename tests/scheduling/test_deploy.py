@@ -63,6 +63,15 @@ def test_the_base_has_web_worker_beat_service_ingress_and_a_migrations_job(base)
     assert job["containers"][0]["command"] == ["python", "manage.py", "migrate", "--noinput"]
     assert base[("Deployment", "fairshare-beat")]["spec"]["strategy"]["type"] == "Recreate"
     assert base[("Deployment", "fairshare-beat")]["spec"]["replicas"] == 1
+    watcher = base[("Deployment", "fairshare-watcher")]["spec"]
+    assert watcher["strategy"]["type"] == "Recreate" and watcher["replicas"] == 1
+    command = watcher["template"]["spec"]["containers"][0]["command"]
+    assert command[:3] == ["python", "manage.py", "watch_cluster"]
+
+
+def test_docker_compose_runs_the_watcher():
+    compose = yaml.safe_load((DEPLOY.parent / "docker-compose.yml").read_text())
+    assert compose["services"]["watcher"]["command"][:3] == ["python", "manage.py", "watch_cluster"]
 
 
 @needs_kubectl

@@ -435,8 +435,11 @@ def test_a_run_whose_worker_died_is_marked_failed_by_the_next_sync(cast, cluster
     lost = SyncRun.objects.create(status=SyncStatus.RUNNING, started_at=long_ago)
     SyncRun.objects.filter(pk=lost.pk).update(heartbeat_at=long_ago)
     alive = SyncRun.objects.create(status=SyncStatus.RUNNING, heartbeat_at=timezone.now())
-    forgotten = SyncRun.objects.create()
+    forgotten = SyncRun.objects.create(dry_run=True)
     SyncRun.objects.filter(pk=forgotten.pk).update(created=long_ago)
+    # A sync request whose message was lost is not failed: the next run carries it out.
+    lost_message = SyncRun.objects.create()
+    SyncRun.objects.filter(pk=lost_message.pk).update(created=long_ago)
 
     # A fresh RUNNING row does not block: single flight is the Redis lock here.
     run = sync_now()
@@ -450,15 +453,23 @@ def test_a_run_whose_worker_died_is_marked_failed_by_the_next_sync(cast, cluster
     assert lost.finished_at is not None
     assert forgotten.status == SyncStatus.FAILED
     assert forgotten.error.startswith("Never started")
+    lost_message.refresh_from_db()
+    assert lost_message.status == SyncStatus.MERGED
+    assert lost_message.merged_into_id == run.pk
     assert alive.status == SyncStatus.RUNNING
     assert reap_stale_runs() == 0
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_concurrent_triggers_run_one_sync(kubeapi, settings):
-    """Real threads, real Redis lock: the first to take the lock syncs, the other is skipped."""
+def test_two_concurrent_triggers_run_one_sync(kubeapi, settings, monkeypatch):
+    """Real threads, real Redis lock: the first to take the lock syncs and, as both requests
+    were queued before it started, takes the other in (MERGED, not failed): one sync."""
     make_cast()
     settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
+    enqueued: list[int] = []
+    monkeypatch.setattr(
+        "scheduling.tasks.sync_cluster.delay", lambda run_id: enqueued.append(run_id)
+    )
     # The lock holder's first LIST is throttled for a second, so the other trigger arrives
     # while the sync is still running.
     kubeapi.fault(429, verb="list", kind="Namespace", retry_after=1, times=1)
@@ -487,14 +498,17 @@ def test_two_concurrent_triggers_run_one_sync(kubeapi, settings):
     for run in runs:
         run.refresh_from_db()
     statuses = sorted(r.status for r in runs)
-    assert statuses == [SyncStatus.FAILED, SyncStatus.SUCCEEDED]
+    assert statuses == [SyncStatus.MERGED, SyncStatus.SUCCEEDED]
     [winner] = [r for r in runs if r.status == SyncStatus.SUCCEEDED]
-    [loser] = [r for r in runs if r.status == SyncStatus.FAILED]
-    assert loser.error.startswith(f"Skipped: sync #{winner.pk} is already running")
-    assert loser.items.count() == 0
+    [merged] = [r for r in runs if r.status == SyncStatus.MERGED]
+    assert merged.merged_into_id == winner.pk
+    assert merged.log.startswith(f"Included in sync #{winner.pk}")
+    assert merged.error == ""
+    assert merged.items.count() == 0
     assert winner.created_count == 16
     assert kubeapi.counts[("list", "Namespace")] == 2  # one LIST, retried once after the 429
     assert kubeapi.counts[("list", "Queue")] == 1
+    assert enqueued == []  # nothing was pending afterwards: no follow-up
 
 
 @pytest.mark.django_db(transaction=True)
@@ -505,14 +519,18 @@ def test_without_redis_the_database_claim_keeps_syncs_single_flight(kubeapi, set
     settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
     running = SyncRun.objects.create(status=SyncStatus.RUNNING, heartbeat_at=timezone.now())
 
-    skipped = sync_now()
+    waiting = sync_now()
 
-    assert skipped.status == SyncStatus.FAILED
-    assert skipped.error.startswith(f"Skipped: sync #{running.pk} is already running")
+    assert waiting.status == SyncStatus.QUEUED
+    assert waiting.log.startswith(f"Waiting: sync #{running.pk} is running")
     assert kubeapi.writes() == 0
 
     SyncRun.objects.filter(pk=running.pk).update(status=SyncStatus.SUCCEEDED)
-    assert sync_now().status == SyncStatus.SUCCEEDED
+    follow_up = sync_now()
+    assert follow_up.status == SyncStatus.SUCCEEDED
+    waiting.refresh_from_db()
+    assert waiting.status == SyncStatus.MERGED
+    assert waiting.merged_into_id == follow_up.pk
 
 
 # --------------------------------------------------------------------------- scheduler config

@@ -152,37 +152,54 @@ def chained(apply_async: mock.Mock) -> list[tuple[str, dict]]:
     return [(sig.task, dict(sig.kwargs)) for sig in workflow.tasks]
 
 
-def test_a_quota_change_enqueues_share_computation_then_sync_as_a_chain():
-    with mock.patch.object(_chain, "apply_async", autospec=True) as apply_async:
-        quota_changed.send(sender=None, team_ids=[1], reason="approve")
+@pytest.mark.django_db
+def test_a_quota_change_syncs_the_teams_at_once_and_chains_shares_then_queues(cast):
+    with (
+        mock.patch.object(_chain, "apply_async", autospec=True) as apply_async,
+        mock.patch.object(tasks.sync_cluster, "delay") as delay,
+    ):
+        quota_changed.send(sender=None, team_ids=[cast.team_a.pk], reason="approve")
 
+    # Quotas and RBAC do not wait for the share computation: a targeted sync goes first.
+    delay.assert_called_once_with(trigger="quota-change:approve", teams=["team-a"])
     assert chained(apply_async) == [
         ("scheduling.tasks.compute_shares", {"trigger": "quota-change:approve"}),
-        ("scheduling.tasks.sync_cluster", {"trigger": "quota-change:approve"}),
+        (
+            "scheduling.tasks.sync_cluster",
+            {"trigger": "quota-change:approve:shares", "queues": True},
+        ),
     ]
     [call] = apply_async.call_args_list
     assert all(sig.immutable for sig in call.args[0].tasks)
 
 
-def test_a_quota_service_triggers_the_chain_after_commit(cast, django_capture_on_commit_callbacks):
-    with mock.patch.object(_chain, "apply_async", autospec=True) as apply_async:
+def test_a_quota_service_triggers_the_sync_and_the_chain_after_commit(
+    cast, django_capture_on_commit_callbacks
+):
+    with (
+        mock.patch.object(_chain, "apply_async", autospec=True) as apply_async,
+        mock.patch.object(tasks.sync_cluster, "delay") as delay,
+    ):
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             set_team_quota(
                 cast.team_a, GPU, guarantee=Decimal(10), limit=Decimal(20), actor=cast.root
             )
         assert apply_async.call_count == 0
+        assert delay.call_count == 0
         for callback in callbacks:
             callback()
 
+    delay.assert_called_once_with(trigger="quota-change:set-quota", teams=["team-a"])
     assert [task for task, _ in chained(apply_async)] == [
         "scheduling.tasks.compute_shares",
         "scheduling.tasks.sync_cluster",
     ]
 
 
+@pytest.mark.django_db
 def test_a_broker_outage_is_logged_and_does_not_break_the_request(caplog):
     with (
-        mock.patch.object(_chain, "apply_async", side_effect=OperationalError("refused")),
+        mock.patch.object(tasks.sync_cluster, "delay", side_effect=OperationalError("refused")),
         caplog.at_level(logging.ERROR, logger="scheduling.receivers"),
     ):
         quota_changed.send(sender=None, team_ids=[4], reason="set-quota")
@@ -190,6 +207,17 @@ def test_a_broker_outage_is_logged_and_does_not_break_the_request(caplog):
     [record] = caplog.records
     assert "could not enqueue" in record.getMessage()
     assert "[4]" in record.getMessage()
+
+
+@pytest.mark.django_db
+def test_a_sync_task_without_a_run_creates_a_targeted_run_when_given_teams(settings):
+    settings.FAIRSHARE_CLUSTER = "kubeconfig:/nowhere"  # the enqueue waits for a commit
+
+    result = tasks.sync_cluster.run(trigger="t", teams=["team-b", "team-a"])
+
+    run = SyncRun.objects.get(pk=result["run_id"])
+    assert run.scope == {"teams": ["team-a", "team-b"]}
+    assert run.is_targeted
 
 
 @pytest.mark.django_db

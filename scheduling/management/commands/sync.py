@@ -35,6 +35,11 @@ class Command(BaseCommand):
         except (DomainError, ValueError) as e:
             run = SyncRun.objects.get(pk=run.pk)
             raise CommandError(f"{_title(run)} failed: {run.error or e}") from e
+        if run.status in (SyncStatus.QUEUED, SyncStatus.MERGED):
+            # Another sync holds the lock: this request is pending, carried out by the
+            # follow-up that sync enqueues when it is done.
+            self.stdout.write(f"{_title(run)}: {run.status}. {run.log}")
+            return
         self._summary(run)
         if diff:
             for item in iter_changes(run):
