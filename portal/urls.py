@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.views import approvals, rebalance, reports, requests, teams
+from portal.views import approvals, quota_edit, rebalance, reports, requests, teams, tokens
 
 app_name = "portal"
 
@@ -27,15 +27,22 @@ urlpatterns = [
         requests.quotarequest_preview,
         name="quotarequest_preview",
     ),
+    path("teams/<slug:slug>/quota/", quota_edit.quota_edit, name="quota_edit"),
+    path(
+        "teams/<slug:slug>/quota/preview/", quota_edit.quota_edit_preview, name="quota_edit_preview"
+    ),
     path("requests/", requests.quotarequest_list, name="quotarequest_list"),
     path("requests/<int:pk>/", requests.quotarequest_detail, name="quotarequest"),
     path(
         "requests/<int:pk>/withdraw/", requests.quotarequest_withdraw, name="quotarequest_withdraw"
     ),
+    path("requests/<int:pk>/end/", requests.quotarequest_end, name="quotarequest_end"),
     path("approvals/", approvals.approval_queue, name="approval_queue"),
     path("approvals/<int:pk>/preview/", approvals.approval_preview, name="approval_preview"),
     path("approvals/<int:pk>/decide/", approvals.quotarequest_decide, name="quotarequest_decide"),
     path("rebalance/", rebalance.rebalance, name="rebalance"),
     path("reports/", reports.reports, name="reports"),
     path("reports/chargeback.csv", reports.reports_csv, name="reports_csv"),
+    path("tokens/", tokens.tokens, name="tokens"),
+    path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token_revoke"),
 ]

@@ -30,7 +30,7 @@ from quotas.models import Membership, QuotaRequest
 from quotas.quantities import format_quantity
 from quotas.webhook import post_webhook
 
-__all__ = ["request_decided", "request_expired", "request_submitted"]
+__all__ = ["request_decided", "request_ended_early", "request_expired", "request_submitted"]
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +159,24 @@ def request_expired(request: QuotaRequest) -> None:
             f"The temporary grant of request #{request.pk} ended at "
             f"{request.window_end.isoformat(timespec='minutes')}; the team's quota went back "
             f"by what it added:\n{_lines(request)}"
+        )
+        _deliver(subject, body, _team_emails(request), url=url)
+
+    _after_commit(send)
+
+
+def request_ended_early(request: QuotaRequest, *, actor=None) -> None:
+    """Tell the requester and the team's leads that a temporary grant was ended before its
+    window closed (after commit)."""
+    url = _url(request)
+
+    def send() -> None:
+        who = actor.get_username() if actor is not None else "someone"
+        subject = f"Temporary quota #{request.pk} for {request.team.slug} ended early"
+        body = (
+            f"{who} ended the temporary grant of request #{request.pk} ({_window(request)}) "
+            f"at {request.expired_at.isoformat(timespec='minutes')}; the team's quota went "
+            f"back by what it added:\n{_lines(request)}"
         )
         _deliver(subject, body, _team_emails(request), url=url)
 

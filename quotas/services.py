@@ -908,24 +908,134 @@ def set_team_quota(
         raise PermissionDenied("Only site admins may set quotas directly.")
     g = parse_quantity(guarantee, field="guarantee")
     lim = None if limit in (None, "") else parse_quantity(limit, field="limit")
+    return _set_quotas(team, {resource: (g, lim)}, actor=actor, note=note)[0]
+
+
+def set_team_quotas(
+    team: Team, lines: Iterable[LineInput], *, actor, note: str = ""
+) -> list[TeamQuota]:
+    """Set several of a team's quotas at once (admins), under the rules of an approval.
+
+    The same checks as approving a request with these amounts: resource names, guarantee ≤
+    limit, the capacity rule (only growing guarantees are checked) and the hierarchy rules
+    (``check_hierarchy``), all in one transaction under the capacity lock, with one audit entry.
+    Errors are keyed ``lines[i].<field>`` (bad amounts), ``<resource>.guarantee``/``.limit``
+    (hierarchy) or ``lines``; QuotaExceeded names the resource over capacity.
+    """
+    if not is_site_admin(actor):
+        raise PermissionDenied("Only site admins may set quotas directly.")
+    amounts: dict[str, tuple[Decimal, Decimal | None]] = {}
+    errors: dict[str, list[str]] = defaultdict(list)
+    for index, line in enumerate(lines):
+        key = f"lines[{index}]"
+        try:
+            validate_resource_name(line.resource)
+        except ValidationError as e:
+            errors[f"{key}.resource"].extend(e.messages)
+            continue
+        if line.resource in amounts:
+            errors[f"{key}.resource"].append(f"{line.resource} is listed twice.")
+            continue
+        try:
+            g = parse_quantity(line.guarantee, field=f"{key}.guarantee")
+            lim = (
+                None
+                if line.limit in (None, "")
+                else parse_quantity(line.limit, field=f"{key}.limit")
+            )
+        except ValidationError as e:
+            for field, messages in e.message_dict.items():
+                errors[field].extend(messages)
+            continue
+        if lim is not None and g > lim:
+            errors[f"{key}.guarantee"].append("The guarantee cannot be over the limit.")
+            continue
+        amounts[line.resource] = (g, lim)
+    if errors:
+        raise ValidationError(dict(errors))
+    if not amounts:
+        raise ValidationError({"lines": "Change at least one amount."})
+    note = (note or "").strip()[:500]
+    return _set_quotas(team, amounts, actor=actor, note=note, hierarchy_field="resource")
+
+
+def _set_quotas(
+    team: Team,
+    amounts: Mapping[str, tuple[Decimal, Decimal | None]],
+    *,
+    actor,
+    note: str,
+    hierarchy_field: str | None = None,
+) -> list[TeamQuota]:
     with transaction.atomic():
         capacity_lock()
         before = quota_state(team)
-        check_capacity({(team.pk, resource): g})
-        check_hierarchy({(team.pk, resource): (g, lim)})
-        quota = TeamQuota.objects.select_for_update().filter(team=team, resource=resource).first()
-        quota = quota or TeamQuota(team=team, resource=resource)
-        quota.guarantee, quota.limit = g, lim
-        quota.full_clean()
-        quota.save()
+        check_capacity({(team.pk, resource): g for resource, (g, _lim) in amounts.items()})
+        check_hierarchy(
+            {(team.pk, resource): pair for resource, pair in amounts.items()},
+            field=hierarchy_field,
+        )
+        quotas = []
+        for resource, (g, lim) in sorted(amounts.items()):
+            quota = (
+                TeamQuota.objects.select_for_update().filter(team=team, resource=resource).first()
+            )
+            quota = quota or TeamQuota(team=team, resource=resource)
+            quota.guarantee, quota.limit = g, lim
+            quota.full_clean()
+            quota.save()
+            quotas.append(quota)
         audit(
             actor=actor,
             verb=AuditVerb.UPDATE,
-            obj=quota,
+            obj=quotas[0] if len(quotas) == 1 else team,
             team=team,
             before=before,
             after=quota_state(team),
             note=note,
         )
         notify_quota_changed([team.pk], "set-quota")
-    return quota
+    return quotas
+
+
+def end_temporary_grant(
+    request_id: int, *, actor, note: str = "", now: datetime | None = None
+) -> QuotaRequest:
+    """End a temporary grant before its window closes: admins, or a lead of its team.
+
+    An active grant is reverted by its recorded deltas exactly as on expiry (composing with
+    changes made meanwhile); an approved one whose window has not opened is simply not applied.
+    Status becomes expired, with ``expired_at`` now; audited, the team told after commit.
+    Raises PermissionDenied, InvalidTransition (not a running or scheduled temporary grant).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        request = _lock_request(request_id)
+        if not (
+            is_site_admin(actor) or Team.objects.led_by(actor).filter(pk=request.team_id).exists()
+        ):
+            raise PermissionDenied("Only site admins and the team's leads may end its grants.")
+        temporary_states = (QuotaRequestStatus.ACTIVE, QuotaRequestStatus.APPROVED)
+        if not request.is_temporary or request.status not in temporary_states:
+            raise InvalidTransition(
+                f"Request #{request.pk} is not a running or scheduled temporary grant "
+                f"(it is {request.get_status_display().lower()})."
+            )
+        before = quota_state(request.team)
+        if request.status == QuotaRequestStatus.ACTIVE:
+            _revert_lines(request)
+        request.status, request.expired_at = QuotaRequestStatus.EXPIRED, now
+        request.save()
+        who = getattr(actor, "username", "") or "system"
+        audit(
+            actor=actor,
+            verb=AuditVerb.EXPIRE,
+            obj=request,
+            team=request.team,
+            before=before,
+            after=quota_state(request.team),
+            note=(f"Ended early by {who}." + (f" {note.strip()}" if note.strip() else ""))[:500],
+        )
+        notify_quota_changed([request.team_id], "end-early")
+        notify.request_ended_early(request, actor=actor)
+    return request

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from monitoring.models import CapacitySnapshot
+from portal.forms import NoteForm
 from portal.previews import fresh_whatif, present_whatif, request_preview
 from quotas import services as quota_services
 from quotas.access import get_team_for_user
@@ -42,7 +43,7 @@ def _request_forms(request, team: Team):
     return form, formset
 
 
-def _resource_names(team: Team) -> list[str]:
+def resource_names(team: Team) -> list[str]:
     existing = set(team.quotas.values_list("resource", flat=True))
     names = set(CapacitySnapshot.latest_amounts()) | {GPU, "cpu", "memory"}
     return sorted(names - existing)
@@ -90,7 +91,7 @@ def quotarequest_create(request, slug: str):
             "team": team,
             "form": form,
             "formset": formset,
-            "resource_names": _resource_names(team),
+            "resource_names": resource_names(team),
             "whatif": None,
         },
     )
@@ -179,6 +180,8 @@ def detail_context(request, quota_request: QuotaRequest, form: DecisionForm | No
         "quota_request": quota_request,
         "is_admin": admin,
         "can_withdraw": _can_withdraw(request.user, quota_request),
+        "can_end_early": can_end_early(request.user, quota_request),
+        "end_form": NoteForm(prefix="end"),
         "decision_form": form if pending and admin else None,
         "stored_preview": present_whatif(
             quota_request.preview, focus=quota_request.team.slug, visible=visible
@@ -219,4 +222,37 @@ def quotarequest_withdraw(request, pk: int):
         messages.error(request, str(e))
     else:
         messages.success(request, f"Request #{quota_request.pk} withdrawn.")
+    return redirect("portal:quotarequest", pk=quota_request.pk)
+
+
+def can_end_early(user, quota_request: QuotaRequest) -> bool:
+    """A running or scheduled temporary grant, and the user an admin or a lead of its team."""
+    return (
+        quota_request.is_temporary
+        and quota_request.status in (QuotaRequestStatus.ACTIVE, QuotaRequestStatus.APPROVED)
+        and Team.objects.led_by(user).filter(pk=quota_request.team_id).exists()
+    )
+
+
+@login_required
+@require_POST
+def quotarequest_end(request, pk: int):
+    """End a temporary grant now (admins, the team's leads): its quota reverts at once."""
+    quota_request = visible_request(request.user, pk)
+    form = NoteForm(request.POST, prefix="end")
+    note = form.cleaned_data["note"] if form.is_valid() else ""
+    try:
+        quota_request = quota_services.end_temporary_grant(
+            quota_request.pk, actor=request.user, note=note
+        )
+    except PermissionDenied as e:
+        raise HttpForbidden(str(e)) from e
+    except InvalidTransition as e:
+        messages.error(request, str(e))
+    else:
+        messages.success(
+            request,
+            f"Temporary grant #{quota_request.pk} ended; the quota of "
+            f"{quota_request.team.slug} is back and the cluster syncs in a moment.",
+        )
     return redirect("portal:quotarequest", pk=quota_request.pk)

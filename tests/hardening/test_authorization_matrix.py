@@ -88,6 +88,25 @@ def request_form(w: World) -> dict:
     }
 
 
+def quota_edit_form(w: World) -> dict:
+    """The direct quota edit of team-a: GPUs 20/40 → 30/50."""
+    form = request_form(w)
+    del form["justification"], form["tz"]
+    return form | {"note": "Direct edit."}
+
+
+def token_form(w: World) -> dict:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return {
+        "name": "ci",
+        "kind": "personal",
+        "expires_on": (timezone.now() + timedelta(days=30)).date().isoformat(),
+    }
+
+
 def decision_form(w: World) -> dict:
     p = f"r{w.request.pk}"
     return {"decision": "approve", f"{p}-line0_guarantee": "24", f"{p}-line0_limit": "48"}
@@ -192,6 +211,28 @@ ROUTES: dict[str, Route] = {
     ),
     "portal:quotarequest_preview": r(
         lambda w: {"slug": "team-a"}, GET=POST_ONLY, POST=(LEAD_FORM, request_form)
+    ),
+    # Direct quota edits and their preview: site admins only.
+    "portal:quota_edit": r(
+        lambda w: {"slug": "team-a"},
+        GET=ADMIN_PAGE,
+        POST=("login 403 403 403 403 403 3xx login login login", quota_edit_form),
+    ),
+    "portal:quota_edit_preview": r(
+        lambda w: {"slug": "team-a"}, GET=POST_ONLY, POST=(ADMIN_PAGE, quota_edit_form)
+    ),
+    # Ending a temporary grant: team-a's leads and admins (the world's request is pending, so
+    # they are told it is no running grant and sent back to it).
+    "portal:quotarequest_end": r(
+        lambda w: {"pk": w.request.pk}, GET=POST_ONLY, POST=(LEAD_POST, None)
+    ),
+    # API tokens: every person manages their own (a new one is a 201); admins every token.
+    "portal:tokens": r(GET=PAGE, POST=(PAGE, token_form)),
+    "portal:token_revoke": r(
+        lambda w: {"pk": w.personal_token.pk},
+        shared=True,
+        GET=POST_ONLY,
+        POST=("login 404 404 404 3xx 404 3xx login login login", None),
     ),
     "portal:quotarequest_list": r(GET=PAGE),
     "portal:quotarequest": r(lambda w: {"pk": w.request.pk}, GET=TEAM_A_PAGE),
