@@ -18,7 +18,7 @@ class NoteForm(forms.Form):
         max_length=500,
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Kept in the audit trail and sent to the team.",
+        help_text="Kept in the audit trail.",
     )
 
 
