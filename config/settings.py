@@ -353,6 +353,8 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))  # for the file backend
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fairshare@localhost")
 FAIRSHARE_BASE_URL = env_str("FAIRSHARE_BASE_URL", "")  # for links in notifications
+# The approval queue highlights requests waiting at least this many days.
+FAIRSHARE_APPROVAL_AGE_WARN_DAYS = env_int("FAIRSHARE_APPROVAL_AGE_WARN_DAYS", 3, min_value=1)
 FAIRSHARE_WEBHOOK_URL = env_secret("FAIRSHARE_WEBHOOK_URL", "") or ""
 
 # ----------------------------------------------------------------------------- Logging

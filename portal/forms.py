@@ -68,3 +68,64 @@ class TokenForm(forms.Form):
 
     def expires_at(self) -> datetime:
         return datetime.combine(self.cleaned_data["expires_on"], time.min, tzinfo=UTC)
+
+
+class QueueFilterForm(forms.Form):
+    """The approval queue's filters and sort order (GET parameters; all optional)."""
+
+    SORTS = {
+        "oldest": ("created", "id"),
+        "newest": ("-created", "-id"),
+        "team": ("team__slug", "created", "id"),
+    }
+
+    team = forms.SlugField(required=False, max_length=63)
+    department = forms.SlugField(required=False, max_length=63)
+    resource = forms.CharField(required=False, max_length=253)
+    older_than = forms.IntegerField(
+        required=False, min_value=0, max_value=3650, label="Waiting at least (days)"
+    )
+    temporary = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any"), ("yes", "Temporary only"), ("no", "Permanent only")],
+    )
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[("oldest", "Oldest first"), ("newest", "Newest first"), ("team", "By team")],
+    )
+
+    def apply(self, queryset, *, now: datetime):
+        """``queryset`` filtered and ordered as chosen (oldest first when nothing is)."""
+        data = self.cleaned_data if self.is_valid() else {}
+        if data.get("team"):
+            queryset = queryset.filter(team__slug=data["team"])
+        if data.get("department"):
+            queryset = queryset.filter(team__parent__slug=data["department"])
+        if data.get("resource"):
+            queryset = queryset.filter(lines__resource=data["resource"].strip()).distinct()
+        if data.get("older_than") is not None:
+            queryset = queryset.filter(created__lte=now - timedelta(days=data["older_than"]))
+        if data.get("temporary") == "yes":
+            queryset = queryset.filter(window_end__isnull=False)
+        elif data.get("temporary") == "no":
+            queryset = queryset.filter(window_end__isnull=True)
+        return queryset.order_by(*self.SORTS[data.get("sort") or "oldest"])
+
+
+class BulkRejectForm(forms.Form):
+    """Reject the ticked requests of the queue, with one reason."""
+
+    requests = forms.TypedMultipleChoiceField(coerce=int, choices=())
+    note = forms.CharField(
+        max_length=2000,
+        label="Reason",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Sent to each team with the rejection.",
+    )
+
+    def __init__(self, *args, pending_ids=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["requests"].choices = [(pk, f"#{pk}") for pk in pending_ids]
+        self.fields["requests"].error_messages["invalid_choice"] = (
+            "Request %(value)s is no longer pending."
+        )

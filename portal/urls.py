@@ -38,6 +38,7 @@ urlpatterns = [
     ),
     path("requests/<int:pk>/end/", requests.quotarequest_end, name="quotarequest_end"),
     path("approvals/", approvals.approval_queue, name="approval_queue"),
+    path("approvals/reject/", approvals.approval_bulk_reject, name="approval_bulk_reject"),
     path("approvals/<int:pk>/preview/", approvals.approval_preview, name="approval_preview"),
     path("approvals/<int:pk>/decide/", approvals.quotarequest_decide, name="quotarequest_decide"),
     path("rebalance/", rebalance.rebalance, name="rebalance"),

@@ -760,6 +760,27 @@ def reject_request(request_id: int, *, approver, note: str, now: datetime | None
     return request
 
 
+def reject_requests(
+    request_ids: Iterable[int], *, approver, note: str, now: datetime | None = None
+) -> list[QuotaRequest]:
+    """Reject several pending requests with one reason, in one transaction: all or none.
+
+    Each is rejected as by ``reject_request`` (audited, its team told after commit). Raises
+    PermissionDenied, ValidationError (no reason: ``note``; no request: ``requests``),
+    InvalidTransition naming the first request that is not pending (nothing is rejected).
+    """
+    ids = sorted(set(request_ids))
+    if not is_site_admin(approver):
+        raise PermissionDenied("Only site admins may reject quota requests.")
+    if not ids:
+        raise ValidationError({"requests": "Choose at least one request to reject."})
+    if not (note or "").strip():
+        raise ValidationError({"note": "Give the teams a reason for the rejection."})
+    now = now or timezone.now()
+    with transaction.atomic():
+        return [reject_request(pk, approver=approver, note=note, now=now) for pk in ids]
+
+
 def withdraw_request(request_id: int, *, actor, now: datetime | None = None) -> QuotaRequest:
     """Withdraw a pending request: its requester, a lead of the team, or an admin may."""
     with transaction.atomic():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied as HttpForbidden
@@ -9,8 +12,10 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from portal.forms import BulkRejectForm, QueueFilterForm
 from portal.previews import present_whatif, request_preview
 from portal.views.common import require_admin, safe_next
 from portal.views.requests import detail_context, visible_request
@@ -28,21 +33,80 @@ from quotas.models import QuotaRequest
 QUEUE_PER_PAGE = 25
 
 
+def _pending():
+    return QuotaRequest.objects.filter(status=QuotaRequestStatus.PENDING)
+
+
 @login_required
 @require_GET
 def approval_queue(request):
-    """Pending requests, oldest first, each with a decision form; previews load lazily (htmx)
-    so the page itself runs a constant number of queries."""
+    """Pending requests, oldest first unless sorted otherwise, filtered by team, department,
+    resource, age and temporariness; each with a decision form, the old ones highlighted.
+    Previews load lazily (htmx) so the page itself runs a constant number of queries."""
     require_admin(request.user)
-    qs = (
-        QuotaRequest.objects.filter(status=QuotaRequestStatus.PENDING)
-        .select_related("team", "requester")
-        .prefetch_related("lines")
-        .order_by("created", "id")
+    now = timezone.now()
+    filters = QueueFilterForm(request.GET)
+    qs = filters.apply(
+        _pending().select_related("team", "team__parent", "requester").prefetch_related("lines"),
+        now=now,
     )
     page = Paginator(qs, QUEUE_PER_PAGE).get_page(request.GET.get("page"))
-    items = [{"request": r, "form": DecisionForm(quota_request=r)} for r in page]
-    return render(request, "quotas/approval_queue.html", {"page": page, "items": items})
+    warn = timedelta(days=settings.FAIRSHARE_APPROVAL_AGE_WARN_DAYS)
+    items = [
+        {
+            "request": r,
+            "form": DecisionForm(quota_request=r),
+            "age_days": (now - r.created).days,
+            "old": now - r.created >= warn,
+        }
+        for r in page
+    ]
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "quotas/approval_queue.html",
+        {
+            "page": page,
+            "items": items,
+            "filters": filters,
+            "filter_query": query.urlencode(),
+            "filtered": any(v for k, v in request.GET.items() if k not in ("page", "sort")),
+            "total_pending": _pending().count(),
+            "bulk_form": BulkRejectForm(prefix="bulk"),
+            "warn_days": settings.FAIRSHARE_APPROVAL_AGE_WARN_DAYS,
+        },
+    )
+
+
+@login_required
+@require_POST
+def approval_bulk_reject(request):
+    """Reject the ticked requests with one reason, in one transaction (all or none)."""
+    require_admin(request.user)
+    form = BulkRejectForm(
+        request.POST, prefix="bulk", pending_ids=_pending().values_list("pk", flat=True)
+    )
+    back = safe_next(request, reverse("portal:approval_queue"))
+    if not form.is_valid():
+        for field, errors in form.errors.items():
+            label = "Choose requests" if field == "requests" else "Reason"
+            messages.error(request, f"{label}: {' '.join(errors)}")
+        return redirect(back)
+    try:
+        rejected = quota_services.reject_requests(
+            form.cleaned_data["requests"], approver=request.user, note=form.cleaned_data["note"]
+        )
+    except (InvalidTransition, SelfDecisionRefused) as e:
+        messages.error(request, f"Nothing was rejected: {e}")
+    except ValidationError as e:
+        messages.error(request, "Nothing was rejected: " + " ".join(e.messages))
+    except PermissionDenied as e:
+        raise HttpForbidden(str(e)) from e
+    else:
+        names = ", ".join(f"#{r.pk}" for r in rejected)
+        messages.success(request, f"Rejected {len(rejected)} request(s): {names}.")
+    return redirect(back)
 
 
 @login_required

@@ -240,6 +240,13 @@ ROUTES: dict[str, Route] = {
         lambda w: {"pk": w.request.pk}, GET=POST_ONLY, POST=(LEAD_POST, None)
     ),
     "portal:approval_queue": r(GET=ADMIN_PAGE),
+    "portal:approval_bulk_reject": r(
+        GET=POST_ONLY,
+        POST=(
+            "login 403 403 403 403 403 3xx login login login",
+            lambda w: {"bulk-requests": [w.request.pk], "bulk-note": "Not this quarter."},
+        ),
+    ),
     "portal:approval_preview": r(
         lambda w: {"pk": w.request.pk}, GET=ADMIN_PAGE, POST=(ADMIN_PAGE, decision_form)
     ),
