@@ -210,6 +210,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "quotas.tasks.expire_temporary_quota",
         "schedule": _every("FAIRSHARE_EXPIRE_INTERVAL", 60),
     },
+    "remind-ending-grants": {
+        "task": "quotas.tasks.remind_ending_grants",
+        "schedule": _every("FAIRSHARE_REMINDER_INTERVAL", 3600),
+    },
     "collect-usage": {
         "task": "monitoring.tasks.collect_usage",
         "schedule": _every("FAIRSHARE_COLLECT_INTERVAL", 60),
@@ -353,6 +357,8 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))  # for the file backend
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fairshare@localhost")
 FAIRSHARE_BASE_URL = env_str("FAIRSHARE_BASE_URL", "")  # for links in notifications
+# The team is reminded this many days before a temporary grant ends (0: no reminders).
+FAIRSHARE_GRANT_REMINDER_DAYS = env_int("FAIRSHARE_GRANT_REMINDER_DAYS", 2, min_value=0)
 # The approval queue highlights requests waiting at least this many days.
 FAIRSHARE_APPROVAL_AGE_WARN_DAYS = env_int("FAIRSHARE_APPROVAL_AGE_WARN_DAYS", 3, min_value=1)
 FAIRSHARE_WEBHOOK_URL = env_secret("FAIRSHARE_WEBHOOK_URL", "") or ""

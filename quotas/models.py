@@ -395,6 +395,8 @@ class QuotaRequest(TimestampedModel):
     )
     activated_at = models.DateTimeField(null=True, blank=True)
     expired_at = models.DateTimeField(null=True, blank=True)
+    # When the "your temporary grant ends soon" reminder went out (one per grant).
+    reminder_sent_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = TeamScopedQuerySet.as_manager()
 

@@ -30,7 +30,13 @@ from quotas.models import Membership, QuotaRequest
 from quotas.quantities import format_quantity
 from quotas.webhook import post_webhook
 
-__all__ = ["request_decided", "request_ended_early", "request_expired", "request_submitted"]
+__all__ = [
+    "grant_ending_soon",
+    "request_decided",
+    "request_ended_early",
+    "request_expired",
+    "request_submitted",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +183,24 @@ def request_ended_early(request: QuotaRequest, *, actor=None) -> None:
             f"{who} ended the temporary grant of request #{request.pk} ({_window(request)}) "
             f"at {request.expired_at.isoformat(timespec='minutes')}; the team's quota went "
             f"back by what it added:\n{_lines(request)}"
+        )
+        _deliver(subject, body, _team_emails(request), url=url)
+
+    _after_commit(send)
+
+
+def grant_ending_soon(request: QuotaRequest) -> None:
+    """Remind the requester and the team's leads that a temporary grant ends soon, and how
+    to keep the quota (after commit)."""
+    url = _url(request)
+
+    def send() -> None:
+        subject = f"Temporary quota #{request.pk} for {request.team.slug} ends soon"
+        body = (
+            f"The temporary grant of request #{request.pk} for team {request.team.name} ends at "
+            f"{request.window_end.isoformat(timespec='minutes')}; the team's quota then goes "
+            f"back by what it added:\n{_lines(request)}\n\n"
+            "To keep it, request the quota again from the team's page before then."
         )
         _deliver(subject, body, _team_emails(request), url=url)
 

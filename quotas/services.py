@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -880,6 +880,38 @@ def expire_temporary_quota(*, now: datetime | None = None) -> ExpiryResult:
             notify.request_expired(request)
         expired.append(pk)
     return ExpiryResult(activated, expired, failed)
+
+
+def remind_ending_grants(*, now: datetime | None = None, days: int | None = None) -> list[int]:
+    """Tell the teams whose active temporary grant ends within ``days``
+    (``FAIRSHARE_GRANT_REMINDER_DAYS``; 0 turns reminders off) that it will end.
+
+    Idempotent, also across concurrent runs: a grant's ``reminder_sent_at`` is claimed by one
+    conditional UPDATE before its notification is queued (after commit), so each grant gets
+    one reminder. Returns the ids reminded by this run.
+    """
+    now = now or timezone.now()
+    days = settings.FAIRSHARE_GRANT_REMINDER_DAYS if days is None else days
+    if days <= 0:
+        return []
+    due = QuotaRequest.objects.filter(
+        status=QuotaRequestStatus.ACTIVE,
+        reminder_sent_at__isnull=True,
+        window_end__gt=now,
+        window_end__lte=now + timedelta(days=days),
+    ).values_list("pk", flat=True)
+    reminded = []
+    for pk in list(due):
+        with transaction.atomic():
+            claimed = QuotaRequest.objects.filter(
+                pk=pk, reminder_sent_at__isnull=True, status=QuotaRequestStatus.ACTIVE
+            ).update(reminder_sent_at=now)
+            if not claimed:
+                continue
+            request = QuotaRequest.objects.select_related("team", "requester").get(pk=pk)
+            notify.grant_ending_soon(request)
+        reminded.append(pk)
+    return reminded
 
 
 def _revert_lines(request: QuotaRequest) -> None:

@@ -14,6 +14,13 @@ def expire_temporary_quota() -> dict:
     return {"activated": result.activated, "expired": result.expired, "failed": result.failed}
 
 
+@shared_task(name="quotas.tasks.remind_ending_grants")
+def remind_ending_grants() -> dict:
+    """Remind teams of temporary grants ending within FAIRSHARE_GRANT_REMINDER_DAYS (beat,
+    hourly). Idempotent: one reminder per grant."""
+    return {"reminded": services.remind_ending_grants()}
+
+
 @shared_task(name="quotas.tasks.ping")
 def ping(value: int) -> dict:
     """Round-trip check used by health checks and the worker integration test."""
