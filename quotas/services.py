@@ -500,8 +500,8 @@ def check_request_fits_cluster(
     (guarantee, limit)} is what the team has: lowering an amount is always allowed, even when
     the cluster shrank under it (None limit: no ceiling, so any limit lowers it). Resources the
     cluster does not report (no capacity collected yet, or a resource it lacks) are not checked
-    here; approval checks guarantees against the capacity again. Errors are keyed ``lines[i].guarantee`` /
-    ``lines[i].limit``, as ``_parse_lines``'s."""
+    here; approval checks guarantees against the capacity again. Errors are keyed
+    ``lines[i].guarantee`` / ``lines[i].limit``, as ``_parse_lines``'s."""
     capacity = CapacitySnapshot.latest_amounts() if capacity is None else capacity
     usable = usable_capacity(capacity)
     errors: dict[str, list[str]] = {}
