@@ -24,6 +24,7 @@ from quotas.models import QuotaRequest
 from quotas.quantities import format_quantity, parse_quantity
 from quotas.services import committed_guarantees, usable_capacity
 from scheduling.domain.fairness import Allocation, ProblemError, dominant_share, solve
+from scheduling.health import share_failed
 from scheduling.models import ShareComputation, ShareFailure, ShareSnapshot
 from scheduling.shares import (
     Amounts,
@@ -144,7 +145,8 @@ def compute_shares(*, trigger: str = "schedule", now: datetime | None = None) ->
     except ShareProblemError as e:
         # Recorded outside the rolled-back transaction: shares are now stale, and
         # share_health() says since when and why.
-        ShareFailure.objects.create(failed_at=now, trigger=trigger[:64], error=str(e))
+        failure = ShareFailure.objects.create(failed_at=now, trigger=trigger[:64], error=str(e))
+        share_failed(failure)  # admins hear of it once per episode
         raise
 
 
