@@ -244,6 +244,8 @@ def test_to_dict_is_json_ready_and_can_be_stored_as_the_request_preview(cast):
             "demand": {GPU: "60"},
         },
         "delta": {GPU: "-10"},
+        # Never measured: it already demands its limit, so contention changes nothing for it.
+        "contention": {"before": {GPU: "60"}, "after": {GPU: "50"}},
     }
     assert AuditEvent.objects.filter(verb="approve").count() == 1
 
