@@ -608,6 +608,8 @@ def request_state(request: QuotaRequest) -> dict:
             line.resource: {
                 "guarantee": _q(line.guarantee, line.resource),
                 "limit": _q(line.limit, line.resource),
+                "previous_guarantee": _q(line.previous_guarantee, line.resource),
+                "previous_limit": _q(line.previous_limit, line.resource),
                 "approved_guarantee": _q(line.approved_guarantee, line.resource),
                 "approved_limit": _q(line.approved_limit, line.resource),
             }

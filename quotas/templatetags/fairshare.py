@@ -133,6 +133,36 @@ def timetag(value: datetime | None, fmt: str = "") -> str:
     )
 
 
+def _day(moment: datetime, *, year: bool) -> str:
+    moment = moment.astimezone(UTC) if timezone.is_aware(moment) else moment
+    return f"{moment:%b} {moment.day}" + (f", {moment.year}" if year else "")
+
+
+@register.filter
+def window(request) -> str:
+    """A request's window shown whole: ``Dec 2 – Dec 16`` (UTC days; the year when it is not
+    this year's, or the window spans two), ``permanent`` without one."""
+    start, end = getattr(request, "window_start", None), getattr(request, "window_end", None)
+    if end is None:
+        return "permanent"
+    start = start or getattr(request, "created", None) or timezone.now()
+    this_year = timezone.now().astimezone(UTC).year
+    years = {start.astimezone(UTC).year, end.astimezone(UTC).year}
+    show_year = years != {this_year}
+    if len(years) == 1 and show_year:
+        return f"{_day(start, year=False)} – {_day(end, year=True)}"
+    return f"{_day(start, year=show_year)} – {_day(end, year=show_year)}"
+
+
+@register.filter
+def audit_words(event) -> str:
+    """An AuditEvent in plain words (``quotas.audit_words.describe``); select_related("team")
+    keeps it query-free."""
+    from quotas.audit_words import describe
+
+    return describe(event)
+
+
 @register.simple_tag
 def site_admin(user) -> bool:
     """Whether ``user`` is a site admin (for navigation only; views check access themselves)."""
