@@ -26,6 +26,7 @@ from quotas.services import committed_guarantees, new_hierarchy_problems, usable
 from scheduling.domain.fairness import Allocation, ProblemError, dominant_share, solve
 from scheduling.health import share_failed
 from scheduling.models import ShareComputation, ShareFailure, ShareSnapshot
+from scheduling.reasons import problem_reasons
 from scheduling.shares import (
     Amounts,
     Problem,
@@ -296,6 +297,9 @@ class TeamOutcome:
     # what the guarantee buys when nobody leaves spare capacity (``contention_problem``).
     contention_before: Amounts = field(default_factory=dict)
     contention_after: Amounts = field(default_factory=dict)
+    # The reason in words (``scheduling.reasons``), before and after.
+    why_before: str = ""
+    why_after: str = ""
 
     @property
     def delta(self) -> Amounts:
@@ -332,8 +336,8 @@ class TeamOutcome:
             "parent": self.parent,
             "usage": amounts_json(self.before.usage),
             "dominant_share": round(self.before.dominant_share, 6),
-            "before": side(self.before),
-            "after": side(self.after),
+            "before": side(self.before) | {"why": self.why_before},
+            "after": side(self.after) | {"why": self.why_after},
             "delta": amounts_json(self.delta),
             "contention": {
                 "before": amounts_json(self.contention_before),
@@ -418,15 +422,17 @@ def what_if(
     hierarchy = _hierarchy_flags(changes, after_problem)
     before = team_shares(before_problem, solve_problem(before_problem))
     contention_before = contention_shares(before_problem)
+    why_before = problem_reasons(before_problem, before)
     try:
         after = team_shares(after_problem, solve_problem(after_problem))
         contention_after = contention_shares(after_problem)
+        why_after = problem_reasons(after_problem, after)
     except ShareProblemError:
         # A change that breaks a hierarchy rule may make no valid problem: the preview shows
         # today's shares and the flags say why approval would be refused.
         if not hierarchy:
             raise
-        after, contention_after = before, contention_before
+        after, contention_after, why_after = before, contention_before, why_before
     outcomes = {
         slug: TeamOutcome(
             slug,
@@ -435,6 +441,8 @@ def what_if(
             after[slug],
             contention_before=contention_before[slug],
             contention_after=contention_after[slug],
+            why_before=why_before[slug],
+            why_after=why_after[slug],
         )
         for slug in sorted(inputs.teams)
     }
