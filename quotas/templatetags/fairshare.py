@@ -98,6 +98,28 @@ def signed_quantity(value, resource: str = "") -> str:
 
 
 @register.filter
+def whole(value, resource: str = "") -> str:
+    """An amount for people: whole devices for GPUs and other extended resources (rounded
+    down: no "906.977 GPUs"), readable bytes, else as ``quantity``."""
+    return approx_quantity(value, resource)
+
+
+@register.filter
+def signed_whole(value, resource: str = "") -> str:
+    """A change as ``whole`` shows amounts: ``+4``, ``−12``, ``±0`` (devices rounded toward
+    zero)."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    if is_integral_resource(resource or ""):
+        amount = amount.to_integral_value(rounding="ROUND_DOWN")
+    if amount == 0:
+        return "±0"
+    sign = "+" if amount > 0 else "−"
+    return f"{sign}{whole(abs(amount), resource)}"
+
+
+@register.filter
 def resource_label(resource: str) -> str:
     """A human name for a Kubernetes resource (``nvidia.com/gpu`` → GPUs); others unchanged."""
     return _LABELS.get(resource, resource)
