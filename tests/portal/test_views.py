@@ -422,7 +422,7 @@ def test_the_preview_endpoint_returns_the_partial_and_writes_nothing(client, cas
     assert response.status_code == 200
     text = response.content.decode()
     assert "<html" not in text and 'class="whatif"' in text
-    assert "team-a: fair allocation" in text
+    assert "What team-a gets" in text
     assert writes(ctx.captured_queries) == []
     assert (QuotaRequest.objects.count(), AuditEvent.objects.count()) == before
     assert ShareComputation.objects.count() == 0
@@ -473,8 +473,8 @@ def test_the_approval_preview_uses_the_adjusted_amounts_and_writes_nothing(clien
         )
 
     assert lazy.status_code == adjusted.status_code == 200
-    assert "team-a: fair allocation" in lazy.content.decode()
-    assert "team-a: fair allocation" in adjusted.content.decode()
+    assert "What team-a gets" in lazy.content.decode()
+    assert "What team-a gets" in adjusted.content.decode()
     assert writes(ctx.captured_queries) == []
 
 
