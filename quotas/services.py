@@ -502,7 +502,7 @@ def check_request_fits_cluster(
     cluster does not report (no capacity collected yet, or a resource it lacks) are not checked
     here; approval checks guarantees against the capacity again. Errors are keyed
     ``lines[i].guarantee`` / ``lines[i].limit``, as ``_parse_lines``'s."""
-    capacity = CapacitySnapshot.latest_amounts() if capacity is None else capacity
+    capacity = latest_capacity() if capacity is None else capacity
     usable = usable_capacity(capacity)
     errors: dict[str, list[str]] = {}
     for index, line in enumerate(lines):

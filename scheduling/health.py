@@ -140,7 +140,7 @@ def share_failed(failure) -> bool:
         body += f"\n\n{base}{reverse('home')}"
 
     def send() -> None:
-        from monitoring.notify import post_webhook
+        from quotas.webhook import post_webhook
 
         try:
             recipients = _admin_emails()

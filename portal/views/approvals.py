@@ -11,9 +11,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from portal.previews import present_whatif, request_preview
+from portal.previews import present_whatif, request_preview, with_overlaps
 from portal.views.common import require_admin, safe_next
-from portal.views.requests import detail_context, visible_request
+from portal.views.requests import detail_context, invalid_fields, visible_request
 from quotas import services as quota_services
 from quotas.choices import QuotaRequestStatus
 from quotas.exceptions import (
@@ -24,6 +24,7 @@ from quotas.exceptions import (
 )
 from quotas.forms import DecisionForm
 from quotas.models import QuotaRequest
+from quotas.overlaps import overlaps
 
 QUEUE_PER_PAGE = 25
 
@@ -41,7 +42,11 @@ def approval_queue(request):
         .order_by("created", "id")
     )
     page = Paginator(qs, QUEUE_PER_PAGE).get_page(request.GET.get("page"))
-    items = [{"request": r, "form": DecisionForm(quota_request=r)} for r in page]
+    found = overlaps(page.object_list)  # two queries for the page
+    items = [
+        {"request": r, "form": DecisionForm(quota_request=r), "overlaps": found.get(r.pk, [])}
+        for r in page
+    ]
     return render(request, "quotas/approval_queue.html", {"page": page, "items": items})
 
 
@@ -56,21 +61,31 @@ def approval_preview(request, pk: int):
     )
     adjustments = None
     hint = ""
+    invalid: list[str] = []
     if request.method == "POST":
         form = DecisionForm(request.POST, quota_request=quota_request)
         if form.is_valid():
             adjustments = form.adjustments()
         else:
             hint = "Fix the highlighted amounts to see the effect."
+            invalid = invalid_fields(form)
     whatif = None
     if not hint:
-        whatif = present_whatif(
-            request_preview(quota_request, adjustments), focus=quota_request.team.slug
+        whatif = with_overlaps(
+            present_whatif(
+                request_preview(quota_request, adjustments), focus=quota_request.team.slug
+            ),
+            quota_request,
         )
     return render(
         request,
         "_partials/whatif.html",
-        {"whatif": whatif, "hint": hint, "focus": quota_request.team.slug},
+        {
+            "whatif": whatif,
+            "hint": hint,
+            "focus": quota_request.team.slug,
+            "invalid_fields": invalid,
+        },
     )
 
 

@@ -33,8 +33,8 @@ def test_an_over_limit_approval_is_refused_with_a_clear_message(page, app):
     sign_in(page, app, "admin", "admin-demo-pass")
     page.goto(app(f"/requests/{request.pk}/"))
     form = page.locator("form.decision")
-    type_like_a_person(page, f"form.decision input[name$='guarantee']", "600")
-    type_like_a_person(page, f"form.decision input[name$='limit']", "700")
+    type_like_a_person(page, "form.decision input[name$='guarantee']", "600")
+    type_like_a_person(page, "form.decision input[name$='limit']", "700")
 
     # The live preview warns before anything is decided.
     preview = page.locator(f"#preview-{request.pk}")
@@ -114,8 +114,7 @@ def test_the_preview_shows_what_a_guarantee_buys_under_contention(page, app):
     preview.get_by_text("What team-a gets").wait_for()
     row = preview.locator("table.contention tbody tr[data-resource='nvidia.com/gpu']")
     cells = row.locator("td").all_inner_texts()
-    # Today: spare GPUs, no change; when every team wants its limit: up to the new guarantee.
-    assert cells[2] == "±0"
+    # When every team wants its limit, team-a keeps its new guarantee.
     assert int(cells[3]) < 30 and cells[4] == "30"
     assert "the cluster has spare GPUs: you get your whole demand" in preview.inner_text()
     assert "906." not in preview.inner_text()
@@ -164,8 +163,8 @@ def test_overlapping_requests_are_flagged_and_a_decision_updates_the_other(page,
 
     sign_in(page, app, "root", PASSWORD)
     page.goto(app("/approvals/"))
-    item_1 = page.locator("article.queue-item", has_text=f"#{first.pk}")
-    item_2 = page.locator("article.queue-item", has_text=f"#{second.pk}")
+    item_1 = page.locator(f"article[aria-labelledby='req-{first.pk}-h']")
+    item_2 = page.locator(f"article[aria-labelledby='req-{second.pk}-h']")
     assert f"Overlaps pending request #{second.pk}" in item_1.inner_text()
     assert f"Overlaps pending request #{first.pk}" in item_2.inner_text()
     window = item_1.locator(".window").inner_text()
@@ -174,7 +173,7 @@ def test_overlapping_requests_are_flagged_and_a_decision_updates_the_other(page,
     item_1.get_by_role("button", name="Approve").click()
     page.get_by_text(f"Request #{first.pk} for team-a approved.").wait_for()
 
-    item_2 = page.locator("article.queue-item", has_text=f"#{second.pk}")
+    item_2 = page.locator(f"article[aria-labelledby='req-{second.pk}-h']")
     item_2.locator(".preview .whatif").wait_for()
     text = item_2.inner_text()
     assert f"Request #{first.pk} for the same team and GPUs was approved after this one" in text
