@@ -196,16 +196,16 @@ def test_the_dashboard_is_a_tree_and_fits_a_phone(page, app):
     page.goto(app("/"))
     dept = page.locator("#teams-table tbody tr[data-team='dept-x']")
     assert dept.get_attribute("data-depth") == "0"
-    assert page.locator("#teams-table tbody tr[data-team='team-a']").get_attribute(
-        "data-depth"
-    ) == "1"
+    assert (
+        page.locator("#teams-table tbody tr[data-team='team-a']").get_attribute("data-depth") == "1"
+    )
     assert "12" in dept.inner_text()  # the department shows its teams' usage
     capacity = page.locator("#capacity-table").inner_text()
     assert "pods" not in capacity and "hugepages" not in capacity
     overflow = page.evaluate(
         "document.documentElement.scrollWidth - document.documentElement.clientWidth"
     )
-    assert overflow <= 0
+    assert overflow <= 0  # the page itself never scrolls sideways; wide tables scroll inside
     screenshot(page, "dashboard-phone")
     assert_clean(page)
     assert Team.objects.filter(slug="dept-x").exists()
