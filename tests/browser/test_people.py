@@ -97,9 +97,10 @@ def contended_cast():
     cast = make_cast()
     cast.capacity.resources = {GPU: "60", "cpu": "1000", "memory": str(4 * 2**40)}
     cast.capacity.save()
+    taken = timezone.now()  # one collection: both teams in it
     for team, ns in ((cast.team_a, "team-a-ml"), (cast.team_b, "team-b-ml")):
         UsageSample.objects.create(
-            taken_at=timezone.now(), team=team, namespace=ns, resource=GPU, allocated=10
+            taken_at=taken, team=team, namespace=ns, resource=GPU, allocated=10
         )
     compute_shares(trigger="test")
     return cast
