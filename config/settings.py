@@ -313,6 +313,11 @@ FAIRSHARE_SHARE_VISIBILITY = env_choice("FAIRSHARE_SHARE_VISIBILITY", "own", ["o
 FAIRSHARE_SEPARATION_OF_DUTIES = env_choice(
     "FAIRSHARE_SEPARATION_OF_DUTIES", "sole-admin", ["strict", "sole-admin", "off"]
 )
+# The resources people see in capacity, quota and usage tables (quotas/display.py): others
+# (pods, hugepages-*, ephemeral-storage) are hidden, and so are zero amounts.
+FAIRSHARE_DISPLAY_RESOURCES = env_list(
+    "FAIRSHARE_DISPLAY_RESOURCES", ["nvidia.com/gpu", "cpu", "memory"]
+)
 FAIRSHARE_CAPACITY_RESERVE = env_decimal(
     "FAIRSHARE_CAPACITY_RESERVE", "0.10", min_value=Decimal(0), max_value=Decimal("0.9")
 )

@@ -2,7 +2,7 @@
 
 :class:`FairshareCollector` is a custom ``prometheus_client`` collector registered on its own
 ``CollectorRegistry`` (no process/GC metrics of whichever worker served the scrape: the numbers
-are the cluster's, not the web process's). A scrape runs a constant number of queries (13),
+are the cluster's, not the web process's). A scrape runs a constant number of queries (15),
 whatever the number of teams, resources or GPUs. Amounts are in base units (cores, bytes,
 devices); ``team="unassigned"`` collects namespaces no team owns. /metrics is an operator
 endpoint (``FAIRSHARE_METRICS_TOKEN`` or loopback: an admin credential), so it carries every team
@@ -19,6 +19,11 @@ Metrics (gauges):
 * ``fairshare_dominant_share{team,resource}`` (resource = the dominant one),
   ``fairshare_fair_share{team}``, ``fairshare_fair_allocation{team,resource}``: the latest
   ShareComputation, if any; ``fairshare_shares_computed_timestamp_seconds``
+* ``fairshare_shares_stale``: 1 while the fair shares are stale (a computation failed after the
+  latest successful one, ``scheduling.services.share_health``), else 0;
+  ``fairshare_share_failures``: failed computations since the latest success;
+  ``fairshare_shares_stale_since_timestamp_seconds`` (only while stale: the first failure) and
+  ``fairshare_shares_last_success_timestamp_seconds`` (once one succeeded)
 * Per GPU, the newest sample of each GPU that reported within the collection window
   (:func:`monitoring.services.gpu_reporting_window`, two minutes by default), labelled
   ``node``, ``gpu`` (the index), ``uuid``, ``model``, ``namespace`` and ``team``:
@@ -97,6 +102,7 @@ class FairshareCollector(Collector):
         yield from self._usage()
         yield from self._capacity()
         yield from self._shares()
+        yield from self._share_health()
         yield from self._gpus(now)
         yield from self._teams()
         yield from self._idle()
@@ -212,6 +218,41 @@ class FairshareCollector(Collector):
         if when is not None:
             computed.add_metric([], _ts(when))
         yield computed
+
+    def _share_health(self) -> Iterator[Metric]:
+        from scheduling.services import share_health
+
+        health = share_health()  # two queries
+        stale = _gauge(
+            "fairshare_shares_stale",
+            "1 while the fair shares are stale: a computation failed after the latest success.",
+            [],
+        )
+        stale.add_metric([], 1 if health.stale else 0)
+        failures = _gauge(
+            "fairshare_share_failures",
+            "Failed share computations since the latest successful one.",
+            [],
+        )
+        failures.add_metric([], health.failures)
+        since = _gauge(
+            "fairshare_shares_stale_since_timestamp_seconds",
+            "Time of the first failed share computation since the latest success.",
+            [],
+        )
+        if health.stale and health.since is not None:
+            since.add_metric([], _ts(health.since))
+        last_ok = _gauge(
+            "fairshare_shares_last_success_timestamp_seconds",
+            "Time of the latest successful share computation.",
+            [],
+        )
+        if health.last_good is not None:
+            last_ok.add_metric([], _ts(health.last_good.computed_at))
+        yield stale
+        yield failures
+        yield since
+        yield last_ok
 
     # ---------------------------------------------------------------- GPUs and budgets
 

@@ -16,7 +16,9 @@ from decimal import Decimal
 from django.core.exceptions import ValidationError
 
 from quotas.models import QuotaRequest
+from quotas.overlaps import overlaps
 from scheduling.exceptions import DomainError as SchedulingError
+from scheduling.health import explain_share_error
 from scheduling.services import what_if, what_if_for_request
 from scheduling.visibility import share_slugs
 
@@ -47,7 +49,7 @@ def present_whatif(
     if not data:
         return None
     if data.get("error"):
-        return {"error": data["error"]}
+        return {"error": explain_share_error(data["error"])}
     teams = []
     for team in data.get("teams", []):
         before, after = team.get("before", {}), team.get("after", {})
@@ -56,6 +58,9 @@ def present_whatif(
             after.get("fair_allocation", {}),
         )
         delta = team.get("delta", {})
+        contention = team.get("contention") or {}
+        contended_before = contention.get("before") or {}
+        contended_after = contention.get("after") or {}
         rows = [
             {
                 "resource": resource,
@@ -64,8 +69,17 @@ def present_whatif(
                 "delta": delta.get(resource, "0"),
                 "lost": decimal_or_zero(delta.get(resource)) < 0,
                 "moved": decimal_or_zero(delta.get(resource)) != 0,
+                # Under full contention (every team demanding its limit): what a guarantee buys.
+                # Stored previews from before this was computed have none.
+                "contention_before": contended_before.get(resource) if contention else None,
+                "contention_after": contended_after.get(resource) if contention else None,
+                "contention_gain": decimal_or_zero(contended_after.get(resource))
+                > decimal_or_zero(contended_before.get(resource)),
             }
-            for resource in sorted(fair_before.keys() | fair_after.keys() | delta.keys())
+            for resource in sorted(
+                fair_before.keys() | fair_after.keys() | delta.keys(),
+                key=lambda r: (r != "nvidia.com/gpu", r),
+            )
         ]
         teams.append(
             {
@@ -74,6 +88,8 @@ def present_whatif(
                 "weight_after": after.get("weight"),
                 "share_before": before.get("fair_share"),
                 "share_after": after.get("fair_share"),
+                "why_before": before.get("why", ""),
+                "why_after": after.get("why", ""),
                 "rows": rows,
                 "changed": any(decimal_or_zero(v) != 0 for v in delta.values())
                 or before.get("weight") != after.get("weight"),
@@ -123,7 +139,10 @@ def present_whatif(
         "others": _sum_rows(hidden) if hidden else None,
         "losers": [loser for loser in losers if loser["amounts"]],
         "flags": data.get("flags", []),
-        "blocking": any(f.get("kind") == "guarantees-over-capacity" for f in data.get("flags", [])),
+        "blocking": any(
+            f.get("kind") in ("guarantees-over-capacity", "hierarchy")
+            for f in data.get("flags", [])
+        ),
     }
 
 
@@ -186,3 +205,18 @@ def request_preview(quota_request: QuotaRequest, adjustments=None) -> dict:
     except Exception:  # see fresh_whatif: logged with its traceback
         logger.exception("what-if preview failed for request #%s", quota_request.pk)
         return {"error": PREVIEW_FAILED}
+
+
+def with_overlaps(whatif: dict | None, quota_request: QuotaRequest) -> dict | None:
+    """Add the request's overlaps (``quotas.overlaps``) to a presented preview as ``overlap``
+    flags: pending requests it overlaps, and overlapping approvals its "before" includes."""
+    if not whatif or whatif.get("error"):
+        return whatif
+    found = overlaps([quota_request]).get(quota_request.pk, [])
+    if found:
+        whatif = dict(whatif)
+        whatif["flags"] = [
+            *whatif.get("flags", []),
+            *({"kind": "overlap", "message": o.message} for o in found),
+        ]
+    return whatif

@@ -16,6 +16,7 @@ from quotas.domain.quantity import format_quantity
 
 __all__ = [
     "GPU",
+    "amount_words",
     "format_quantity",
     "is_integral_resource",
     "parse_quantity",
@@ -91,3 +92,20 @@ def validate_resource_name(name: str) -> None:
 def is_integral_resource(name: str) -> bool:
     """Extended resources (GPUs, MIG slices, RDMA devices) are whole devices in Kubernetes."""
     return "/" in name
+
+
+_WORDS = {GPU: ("GPU", "GPUs"), "cpu": ("CPU core", "CPU cores")}
+
+
+def amount_words(amount: Decimal, resource: str) -> str:
+    """An amount as people say it: ``208 GPUs``, ``1 GPU``, ``16 CPU cores``, ``64Gi of
+    memory``, ``8 example.com/fpga``. Whole devices are rounded down (no "906.977 GPUs")."""
+    if is_integral_resource(resource):
+        amount = amount.to_integral_value(rounding="ROUND_FLOOR")
+    text = format_quantity(amount, resource)
+    if resource in _WORDS:
+        one, many = _WORDS[resource]
+        return f"{text} {one if amount == 1 else many}"
+    if resource in STANDARD_RESOURCES:
+        return f"{text} of {resource}"
+    return f"{text} {resource}"

@@ -47,7 +47,12 @@ from quotas.exceptions import (
     SelfDecisionRefused,
 )
 from quotas.models import AuditEvent, QuotaRequest, QuotaRequestLine, Team, TeamQuota
-from quotas.quantities import format_quantity, parse_quantity, validate_resource_name
+from quotas.quantities import (
+    amount_words,
+    format_quantity,
+    parse_quantity,
+    validate_resource_name,
+)
 from quotas.querysets import is_site_admin
 from quotas.signals import quota_changed
 
@@ -353,10 +358,9 @@ def hierarchy_problems(
                                 ancestor,
                                 team_id,
                                 resource,
-                                f"The {resource} limit of {slug} "
-                                f"({format_quantity(mine, resource)}) would be over the "
-                                f"{format_quantity(ceiling, resource)} limit of department "
-                                f"{teams[ancestor]['slug']}.",
+                                f"{teams[ancestor]['slug']}'s limit is "
+                                f"{amount_words(ceiling, resource)}; {slug}'s limit would be "
+                                f"{amount_words(mine, resource)}, over it.",
                             )
                         )
             if children[team_id] and mine is not None:
@@ -368,9 +372,8 @@ def hierarchy_problems(
                             team_id,
                             None,
                             resource,
-                            f"The {resource} guarantees of department {slug}'s teams would "
-                            f"total {format_quantity(total, resource)}, over the department's "
-                            f"{format_quantity(mine, resource)} limit.",
+                            f"{slug}'s limit is {amount_words(mine, resource)}; its teams "
+                            f"would be guaranteed {amount_words(total, resource)}.",
                         )
                     )
     return problems
@@ -487,6 +490,43 @@ def _parse_lines(lines: Iterable[LineInput | Mapping]) -> list[LineInput]:
     return parsed
 
 
+def check_request_fits_cluster(
+    lines: Iterable[LineInput],
+    current: Mapping[str, tuple[Decimal, Decimal | None]] | None = None,
+    capacity: Mapping[str, Decimal] | None = None,
+) -> None:
+    """Refuse raises the cluster can never give: a guarantee over the usable capacity
+    (capacity × (1 − reserve)) or a limit over the whole capacity. ``current`` {resource:
+    (guarantee, limit)} is what the team has: lowering an amount is always allowed, even when
+    the cluster shrank under it (None limit: no ceiling, so any limit lowers it). Resources the
+    cluster does not report (no capacity collected yet, or a resource it lacks) are not checked
+    here; approval checks guarantees against the capacity again. Errors are keyed
+    ``lines[i].guarantee`` / ``lines[i].limit``, as ``_parse_lines``'s."""
+    capacity = latest_capacity() if capacity is None else capacity
+    usable = usable_capacity(capacity)
+    errors: dict[str, list[str]] = {}
+    for index, line in enumerate(lines):
+        total = capacity.get(line.resource)
+        if total is None:
+            continue
+        had_guarantee, had_limit = (current or {}).get(line.resource, (Decimal(0), Decimal(0)))
+        raises_limit = had_limit is not None and line.limit is not None and line.limit > had_limit
+        if raises_limit and line.limit > total:
+            errors[f"lines[{index}].limit"] = [
+                f"The cluster has {amount_words(total, line.resource)}; a limit of "
+                f"{amount_words(line.limit, line.resource)} could never be used."
+            ]
+        if line.guarantee > had_guarantee and line.guarantee > usable[line.resource]:
+            errors[f"lines[{index}].guarantee"] = [
+                f"At most {amount_words(usable[line.resource], line.resource)} of the "
+                f"cluster's {amount_words(total, line.resource)} can be guaranteed (the rest "
+                f"is held in reserve); a guarantee of "
+                f"{amount_words(line.guarantee, line.resource)} could never be approved."
+            ]
+    if errors:
+        raise ValidationError(errors)
+
+
 # --------------------------------------------------------------------------- services
 
 
@@ -516,6 +556,7 @@ def submit_request(
     if window_end is not None and window_end <= now:
         raise ValidationError({"window_end": "The window must end in the future."})
     current = {q.resource: q for q in team.quotas.all()}
+    check_request_fits_cluster(parsed, {r: (q.guarantee, q.limit) for r, q in current.items()})
     if all(
         line.resource in current
         and current[line.resource].guarantee == line.guarantee
@@ -567,6 +608,8 @@ def request_state(request: QuotaRequest) -> dict:
             line.resource: {
                 "guarantee": _q(line.guarantee, line.resource),
                 "limit": _q(line.limit, line.resource),
+                "previous_guarantee": _q(line.previous_guarantee, line.resource),
+                "previous_limit": _q(line.previous_limit, line.resource),
                 "approved_guarantee": _q(line.approved_guarantee, line.resource),
                 "approved_limit": _q(line.approved_limit, line.resource),
             }

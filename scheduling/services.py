@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -22,9 +22,11 @@ from django.utils import timezone
 
 from quotas.models import QuotaRequest
 from quotas.quantities import format_quantity, parse_quantity
-from quotas.services import committed_guarantees, usable_capacity
+from quotas.services import committed_guarantees, new_hierarchy_problems, usable_capacity
 from scheduling.domain.fairness import Allocation, ProblemError, dominant_share, solve
+from scheduling.health import share_failed
 from scheduling.models import ShareComputation, ShareFailure, ShareSnapshot
+from scheduling.reasons import problem_reasons
 from scheduling.shares import (
     Amounts,
     Problem,
@@ -56,6 +58,7 @@ logger = logging.getLogger(__name__)
 FLAG_GUARANTEES_OVER_CAPACITY = "guarantees-over-capacity"
 FLAG_BELOW_USAGE = "below-usage"
 FLAG_GUARANTEES_SCALED = "guarantees-scaled"
+FLAG_HIERARCHY = "hierarchy"
 
 
 # --------------------------------------------------------------------------- solving
@@ -144,7 +147,8 @@ def compute_shares(*, trigger: str = "schedule", now: datetime | None = None) ->
     except ShareProblemError as e:
         # Recorded outside the rolled-back transaction: shares are now stale, and
         # share_health() says since when and why.
-        ShareFailure.objects.create(failed_at=now, trigger=trigger[:64], error=str(e))
+        failure = ShareFailure.objects.create(failed_at=now, trigger=trigger[:64], error=str(e))
+        share_failed(failure)  # admins hear of it once per episode
         raise
 
 
@@ -257,7 +261,9 @@ class Flag:
     ``kind``: ``guarantees-over-capacity`` (Σ guarantees over usable capacity: approval would be
     refused), ``below-usage`` (a new limit under current allocated usage: Kubernetes does not
     evict, ``namespaces`` lists where workloads keep running over quota, largest first),
-    ``guarantees-scaled`` (guarantees over the raw capacity: scaled down to solve).
+    ``guarantees-scaled`` (guarantees over the raw capacity: scaled down to solve),
+    ``hierarchy`` (a department's limit under its teams' guarantees or limits: approval would be
+    refused, ``quotas.services.check_hierarchy``).
     """
 
     kind: str
@@ -287,6 +293,13 @@ class TeamOutcome:
     parent: str | None
     before: TeamShare
     after: TeamShare
+    # Fair allocation under full contention (every team demanding its limits), before and after:
+    # what the guarantee buys when nobody leaves spare capacity (``contention_problem``).
+    contention_before: Amounts = field(default_factory=dict)
+    contention_after: Amounts = field(default_factory=dict)
+    # The reason in words (``scheduling.reasons``), before and after.
+    why_before: str = ""
+    why_after: str = ""
 
     @property
     def delta(self) -> Amounts:
@@ -323,9 +336,13 @@ class TeamOutcome:
             "parent": self.parent,
             "usage": amounts_json(self.before.usage),
             "dominant_share": round(self.before.dominant_share, 6),
-            "before": side(self.before),
-            "after": side(self.after),
+            "before": side(self.before) | {"why": self.why_before},
+            "after": side(self.after) | {"why": self.why_after},
             "delta": amounts_json(self.delta),
+            "contention": {
+                "before": amounts_json(self.contention_before),
+                "after": amounts_json(self.contention_after),
+            },
         }
 
 
@@ -402,14 +419,35 @@ def what_if(
     inputs = load_inputs()
     before_problem = make_problem(inputs)
     after_problem = make_problem(inputs, changes)
+    hierarchy = _hierarchy_flags(changes, after_problem)
     before = team_shares(before_problem, solve_problem(before_problem))
-    after = team_shares(after_problem, solve_problem(after_problem))
+    contention_before = contention_shares(before_problem)
+    why_before = problem_reasons(before_problem, before)
+    try:
+        after = team_shares(after_problem, solve_problem(after_problem))
+        contention_after = contention_shares(after_problem)
+        why_after = problem_reasons(after_problem, after)
+    except ShareProblemError:
+        # A change that breaks a hierarchy rule may make no valid problem: the preview shows
+        # today's shares and the flags say why approval would be refused.
+        if not hierarchy:
+            raise
+        after, contention_after, why_after = before, contention_before, why_before
     outcomes = {
-        slug: TeamOutcome(slug, inputs.teams[slug].parent, before[slug], after[slug])
+        slug: TeamOutcome(
+            slug,
+            inputs.teams[slug].parent,
+            before[slug],
+            after[slug],
+            contention_before=contention_before[slug],
+            contention_after=contention_after[slug],
+            why_before=why_before[slug],
+            why_after=why_after[slug],
+        )
         for slug in sorted(inputs.teams)
     }
 
-    flags: list[Flag] = []
+    flags: list[Flag] = list(hierarchy)
     overrides = {
         (after_problem.teams[slug].id, resource): after_problem.teams[slug].guarantee[resource]
         for slug, change in changes.items()
@@ -473,6 +511,58 @@ def what_if(
         flags=flags,
         usage_taken_at=inputs.usage_taken_at,
     )
+
+
+def _hierarchy_flags(changes: Mapping[str, Mapping], after: Problem) -> list[Flag]:
+    """The hierarchy rules (``quotas.services.check_hierarchy``) the changes would break: a
+    warning in the requester's preview, a refusal at approval. One query per call plus two."""
+    quotas = {}
+    for slug, change in changes.items():
+        team = after.teams.get(slug)
+        if team is None:
+            continue
+        for resource in set(change.get("guarantee", {})) | set(change.get("limit", {})):
+            quotas[(team.id, resource)] = (
+                team.guarantee.get(resource, Decimal(0)),
+                team.limit.get(resource),
+            )
+    if not quotas:
+        return []
+    slugs = {team.id: slug for slug, team in after.teams.items()}
+    return [
+        Flag(
+            kind=FLAG_HIERARCHY,
+            team=slugs.get(problem.team_id),
+            resource=problem.resource,
+            message=problem.message,
+        )
+        for problem in new_hierarchy_problems(quotas)
+    ]
+
+
+def contention_problem(problem: Problem) -> Problem:
+    """``problem`` under full contention: every team without teams of its own demands its limit
+    (capped by the capacity) for each resource it has a limit for; other demands, departments'
+    own ones included, stay as they are. Its fair allocation is what the guarantee buys when no
+    team leaves anything spare."""
+    tenants = []
+    for tenant in problem.tenants:
+        if problem.children.get(tenant.name) or not tenant.limit:
+            tenants.append(tenant)
+            continue
+        demand = dict(tenant.demand)
+        for resource, limit in tenant.limit.items():
+            if resource in problem.capacity:
+                demand[resource] = min(limit, problem.capacity[resource])
+        tenants.append(replace(tenant, demand=demand))
+    return replace(problem, tenants=tenants)
+
+
+def contention_shares(problem: Problem) -> dict[str, Amounts]:
+    """Each team's fair allocation under full contention (``contention_problem``), by slug."""
+    contended = contention_problem(problem)
+    shares = team_shares(contended, solve_problem(contended))
+    return {slug: share.fair_allocation for slug, share in shares.items()}
 
 
 def what_if_for_request(

@@ -16,9 +16,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from portal.forms import BulkRejectForm, QueueFilterForm
-from portal.previews import present_whatif, request_preview
+from portal.previews import present_whatif, request_preview, with_overlaps
 from portal.views.common import require_admin, safe_next
-from portal.views.requests import detail_context, visible_request
+from portal.views.requests import detail_context, invalid_fields, visible_request
 from quotas import services as quota_services
 from quotas.choices import QuotaRequestStatus
 from quotas.exceptions import (
@@ -29,6 +29,7 @@ from quotas.exceptions import (
 )
 from quotas.forms import DecisionForm
 from quotas.models import QuotaRequest
+from quotas.overlaps import overlaps
 
 QUEUE_PER_PAGE = 25
 
@@ -52,12 +53,14 @@ def approval_queue(request):
     )
     page = Paginator(qs, QUEUE_PER_PAGE).get_page(request.GET.get("page"))
     warn = timedelta(days=settings.FAIRSHARE_APPROVAL_AGE_WARN_DAYS)
+    found = overlaps(page.object_list)  # two queries for the page
     items = [
         {
             "request": r,
             "form": DecisionForm(quota_request=r),
             "age_days": (now - r.created).days,
             "old": now - r.created >= warn,
+            "overlaps": found.get(r.pk, []),
         }
         for r in page
     ]
@@ -120,21 +123,31 @@ def approval_preview(request, pk: int):
     )
     adjustments = None
     hint = ""
+    invalid: list[str] = []
     if request.method == "POST":
         form = DecisionForm(request.POST, quota_request=quota_request)
         if form.is_valid():
             adjustments = form.adjustments()
         else:
             hint = "Fix the highlighted amounts to see the effect."
+            invalid = invalid_fields(form)
     whatif = None
     if not hint:
-        whatif = present_whatif(
-            request_preview(quota_request, adjustments), focus=quota_request.team.slug
+        whatif = with_overlaps(
+            present_whatif(
+                request_preview(quota_request, adjustments), focus=quota_request.team.slug
+            ),
+            quota_request,
         )
     return render(
         request,
         "_partials/whatif.html",
-        {"whatif": whatif, "hint": hint, "focus": quota_request.team.slug},
+        {
+            "whatif": whatif,
+            "hint": hint,
+            "focus": quota_request.team.slug,
+            "invalid_fields": invalid,
+        },
     )
 
 

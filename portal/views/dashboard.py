@@ -19,6 +19,8 @@ from monitoring.models import CapacitySnapshot, IdleGpuAlert, UsageSample
 from portal.previews import decimal_or_zero
 from quotas import services as quota_services
 from quotas.choices import QuotaRequestStatus
+from quotas.display import shown as displayed
+from quotas.display import shown_amounts, team_tree
 from quotas.models import Membership, Team, TeamQuota
 from quotas.quantities import GPU
 from quotas.querysets import is_site_admin
@@ -111,7 +113,7 @@ def home(request):
         team_usage = usage.get(team.pk, {})
         quotas = team_quotas.get(team.pk, {})
         resources = []
-        for resource in sorted(quotas.keys() | team_usage.keys() | fair.keys()):
+        for resource in displayed(quotas.keys() | team_usage.keys() | fair.keys()):
             guarantee, limit = quotas.get(resource, (None, None))
             used = team_usage.get(resource, {})
             allocated = used.get("allocated", Decimal(0))
@@ -131,6 +133,8 @@ def home(request):
         gpu = next((r for r in resources if r["resource"] == GPU), None)
         rows.append(
             {
+                "slug": team.slug,
+                "parent": team.parent.slug if team.parent_id is not None else None,
                 "team": team,
                 "role": team.my_role or ("admin" if admin else "lead (department)"),
                 # The department's slug only for those who can see it.
@@ -141,13 +145,23 @@ def home(request):
             }
         )
 
+    # Departments as a tree: their rows add up their teams' usage (fair allocations already
+    # cover the subtree). A department the viewer cannot see leaves its teams as roots.
+    rows = team_tree(rows)
+    for row in rows:
+        for r in row["resources"]:
+            r.setdefault("scale", r["limit"] or decimal_or_zero(r["fair"]) or r["allocated"] or 1)
+            r["over"] = r["limit"] is not None and r["allocated"] > r["limit"]
+        gpu = next((r for r in row["resources"] if r["resource"] == GPU), None)
+        row["gpu_allocated"] = gpu["allocated"] if gpu else Decimal(0)
+
     capacity_rows = []
     if capacity is not None:
         amounts = capacity.amounts()
         usable = quota_services.usable_capacity(amounts)
         # Cluster-wide guarantee totals are for the approvers (three queries).
         committed = quota_services.committed_guarantees() if admin else {}
-        for resource, amount in sorted(amounts.items()):
+        for resource, amount in shown_amounts(amounts):
             capacity_rows.append(
                 {
                     "resource": resource,
@@ -161,7 +175,8 @@ def home(request):
     sort = request.GET.get("sort", "team")
     if sort.lstrip("-") not in DASHBOARD_SORTS:
         sort = "team"
-    rows.sort(key=DASHBOARD_SORTS[sort.lstrip("-")], reverse=sort.startswith("-"))
+    if sort != "team":  # by team: the tree's order (departments, then their teams)
+        rows.sort(key=DASHBOARD_SORTS[sort.lstrip("-")], reverse=sort.startswith("-"))
     page = Paginator(rows, DASHBOARD_PAGE_SIZE).get_page(request.GET.get("page"))
     # The chart shows the fair-share numbers the user may see: their teams' (in the table), or
     # with FAIRSHARE_SHARE_VISIBILITY=all every active team's.
@@ -208,7 +223,14 @@ def home(request):
             "chart_truncated": len(charted) < len(ordered),
             "capacity": capacity,
             "capacity_rows": capacity_rows,
-            "flavors": sorted((capacity.flavors or {}).items()) if capacity else [],
+            "flavors": [
+                (flavor, shown_amounts(amounts))
+                for flavor, amounts in sorted((capacity.flavors or {}).items())
+                if shown_amounts(amounts)
+            ]
+            if capacity
+            else [],
+            "tree": sort == "team",
             "usage_taken_at": taken_at,
             "shares_at": shares_at,
             "idle_alerts": idle_alerts,

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from monitoring.models import CapacitySnapshot
 from portal.forms import NoteForm
-from portal.previews import fresh_whatif, present_whatif, request_preview
+from portal.previews import fresh_whatif, present_whatif, request_preview, with_overlaps
 from quotas import services as quota_services
 from quotas.access import get_team_for_user
 from quotas.choices import QuotaRequestStatus
@@ -28,6 +28,7 @@ from quotas.forms import (
     add_service_errors,
 )
 from quotas.models import AuditEvent, QuotaRequest, Team
+from quotas.overlaps import overlaps
 from quotas.quantities import GPU
 from quotas.querysets import is_site_admin
 from scheduling.visibility import share_slugs
@@ -56,14 +57,42 @@ def _lead_team(request, slug: str) -> Team:
     return team
 
 
+def invalid_fields(*forms) -> list[str]:
+    """The HTML names of the fields with errors (the preview highlights them live)."""
+    names = []
+    for form in forms:
+        for name in form.errors if form.is_bound else ():
+            if name != "__all__" and name in form.fields:
+                names.append(form.add_prefix(name))
+    return names
+
+
+def _line_preview(team: Team, lines, *, viewer) -> tuple[dict | None, str]:
+    if not lines:
+        return None, "Change an amount to see how the fair shares would move."
+    change = {
+        "guarantee": {line.resource: line.guarantee for line in lines},
+        "limit": {line.resource: line.limit for line in lines},
+    }
+    return fresh_whatif({team.slug: change}, viewer=viewer, focus=team.slug), ""
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def quotarequest_create(request, slug: str):
-    """Request quota for a team (leads and admins): amounts per resource, optional window."""
+    """Request quota for a team (leads and admins): amounts per resource, optional window.
+
+    After a validation error the page keeps the preview of the posted amounts (or, when the
+    amounts themselves are invalid, the hint and their live highlight)."""
     team = _lead_team(request, slug)
     form, formset = _request_forms(request, team)
-    if request.method == "POST" and form.is_valid() and formset.is_valid():
+    whatif, hint, lines = None, "", None
+    if request.method == "POST" and formset.is_valid():
         lines, line_forms = formset.lines()
+        whatif, hint = _line_preview(team, lines, viewer=request.user)
+    elif request.method == "POST":
+        hint = "Fix the highlighted amounts to see the effect."
+    if request.method == "POST" and form.is_valid() and lines is not None:
         if not lines:
             form.add_error(None, "Change at least one amount, or add a resource.")
         else:
@@ -83,6 +112,8 @@ def quotarequest_create(request, slug: str):
             else:
                 url = reverse("portal:quotarequest", args=[quota_request.pk])
                 messages.success(request, f"Request #{quota_request.pk} sent to the approvers.")
+                for overlap in overlaps([quota_request]).get(quota_request.pk, []):
+                    messages.warning(request, overlap.message)
                 return redirect(url)
     return render(
         request,
@@ -92,7 +123,11 @@ def quotarequest_create(request, slug: str):
             "form": form,
             "formset": formset,
             "resource_names": resource_names(team),
-            "whatif": None,
+            "whatif": whatif,
+            "hint": hint,
+            "invalid_fields": invalid_fields(form, *formset.forms)
+            if request.method == "POST"
+            else [],
         },
     )
 
@@ -109,16 +144,16 @@ def quotarequest_preview(request, slug: str):
         hint = "Fix the highlighted amounts to see the effect."
     else:
         lines, _ = formset.lines()
-        if not lines:
-            hint = "Change an amount to see how the fair shares would move."
-        else:
-            change = {
-                "guarantee": {line.resource: line.guarantee for line in lines},
-                "limit": {line.resource: line.limit for line in lines},
-            }
-            whatif = fresh_whatif({team.slug: change}, viewer=request.user, focus=team.slug)
+        whatif, hint = _line_preview(team, lines, viewer=request.user)
     return render(
-        request, "_partials/whatif.html", {"whatif": whatif, "hint": hint, "focus": team.slug}
+        request,
+        "_partials/whatif.html",
+        {
+            "whatif": whatif,
+            "hint": hint,
+            "focus": team.slug,
+            "invalid_fields": invalid_fields(*formset.forms),
+        },
     )
 
 
@@ -186,15 +221,18 @@ def detail_context(request, quota_request: QuotaRequest, form: DecisionForm | No
         "stored_preview": present_whatif(
             quota_request.preview, focus=quota_request.team.slug, visible=visible
         ),
-        "whatif": present_whatif(
-            request_preview(quota_request), focus=quota_request.team.slug, visible=visible
+        "whatif": with_overlaps(
+            present_whatif(
+                request_preview(quota_request), focus=quota_request.team.slug, visible=visible
+            ),
+            quota_request,
         )
         if pending
         else None,
         "audit_events": list(
             AuditEvent.objects.filter(
                 object_type=QuotaRequest._meta.label, object_id=str(quota_request.pk)
-            )
+            ).select_related("team")
         ),
     }
 

@@ -190,7 +190,9 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
         "quota_requests": list(requests_qs),
         # The audit trail (with before/after) is for the team's leads and admins, as in the API.
         "audit_events": (
-            list(AuditEvent.objects.filter(team=team)[:AUDIT_ROWS]) if can_write else []
+            list(AuditEvent.objects.filter(team=team).select_related("team")[:AUDIT_ROWS])
+            if can_write
+            else []
         ),
         "chart": _usage_chart(team, quotas, now=now),
         "chart_days": CHART_DAYS,

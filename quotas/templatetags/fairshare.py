@@ -98,6 +98,28 @@ def signed_quantity(value, resource: str = "") -> str:
 
 
 @register.filter
+def whole(value, resource: str = "") -> str:
+    """An amount for people: whole devices for GPUs and other extended resources (rounded
+    down: no "906.977 GPUs"), readable bytes, else as ``quantity``."""
+    return approx_quantity(value, resource)
+
+
+@register.filter
+def signed_whole(value, resource: str = "") -> str:
+    """A change as ``whole`` shows amounts: ``+4``, ``−12``, ``±0`` (devices rounded toward
+    zero)."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    if is_integral_resource(resource or ""):
+        amount = amount.to_integral_value(rounding="ROUND_DOWN")
+    if amount == 0:
+        return "±0"
+    sign = "+" if amount > 0 else "−"
+    return f"{sign}{whole(abs(amount), resource)}"
+
+
+@register.filter
 def resource_label(resource: str) -> str:
     """A human name for a Kubernetes resource (``nvidia.com/gpu`` → GPUs); others unchanged."""
     return _LABELS.get(resource, resource)
@@ -131,6 +153,36 @@ def timetag(value: datetime | None, fmt: str = "") -> str:
     return format_html(
         '<time datetime="{}" data-format="{}">{}</time>', value.isoformat(), fmt or "datetime", text
     )
+
+
+def _day(moment: datetime, *, year: bool) -> str:
+    moment = moment.astimezone(UTC) if timezone.is_aware(moment) else moment
+    return f"{moment:%b} {moment.day}" + (f", {moment.year}" if year else "")
+
+
+@register.filter
+def window(request) -> str:
+    """A request's window shown whole: ``Dec 2 – Dec 16`` (UTC days; the year when it is not
+    this year's, or the window spans two), ``permanent`` without one."""
+    start, end = getattr(request, "window_start", None), getattr(request, "window_end", None)
+    if end is None:
+        return "permanent"
+    start = start or getattr(request, "created", None) or timezone.now()
+    this_year = timezone.now().astimezone(UTC).year
+    years = {start.astimezone(UTC).year, end.astimezone(UTC).year}
+    show_year = years != {this_year}
+    if len(years) == 1 and show_year:
+        return f"{_day(start, year=False)} – {_day(end, year=True)}"
+    return f"{_day(start, year=show_year)} – {_day(end, year=show_year)}"
+
+
+@register.filter
+def audit_words(event) -> str:
+    """An AuditEvent in plain words (``quotas.audit_words.describe``); select_related("team")
+    keeps it query-free."""
+    from quotas.audit_words import describe
+
+    return describe(event)
 
 
 @register.simple_tag

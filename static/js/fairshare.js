@@ -6,6 +6,9 @@
  * - <table class="sortable"> sorts by a header <button data-sort-key="text|number">;
  * - <canvas data-chart-src="json-script-id" data-chart-index="n"> draws a Chart.js chart from
  *   {"charts": [{"type", "labels", "datasets": [{"label", "data", "dashed"}], "unit"}]}.
+ * - a preview swapped in with <div data-invalid-fields="name name …"> marks those fields of the
+ *   form that asked for it (hx-target) invalid: aria-invalid="true" and class "invalid"; the
+ *   fields no longer named are cleared, so the highlight follows what the server validated.
  * Everything is re-applied to content htmx swaps in.
  */
 (function () {
@@ -158,11 +161,46 @@
     });
   }
 
+  /* ---------------------------------------------------------------- live field errors */
+
+  function markFields(form, names) {
+    each(form, "input, select, textarea", function (field) {
+      var bad = names.indexOf(field.name) !== -1;
+      field.classList.toggle("invalid", bad);
+      if (bad) {
+        field.setAttribute("aria-invalid", "true");
+      } else {
+        field.removeAttribute("aria-invalid");
+      }
+    });
+  }
+
+  function formFor(target) {
+    return target && target.id
+      ? document.querySelector("form[hx-target='#" + target.id + "']") : null;
+  }
+
+  function markInvalid(root) {
+    /* A swapped-in preview: its report (or none: every field is valid) decides. */
+    var swapped = formFor(root);
+    if (swapped) {
+      var own = root.querySelector("[data-invalid-fields]");
+      markFields(swapped, own ? own.getAttribute("data-invalid-fields").split(/\s+/) : []);
+      return;
+    }
+    /* A page rendered with a preview in it (after a validation error). */
+    each(root, "[data-invalid-fields]", function (report) {
+      var form = formFor(report.parentElement && report.parentElement.closest("[id]"));
+      if (form) { markFields(form, report.getAttribute("data-invalid-fields").split(/\s+/)); }
+    });
+  }
+
   /* ---------------------------------------------------------------- wiring */
 
   function enhance(root) {
     localiseTimes(root);
     drawCharts(root);
+    markInvalid(root);
   }
 
   document.addEventListener("DOMContentLoaded", function () { enhance(document); });

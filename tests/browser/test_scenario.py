@@ -97,7 +97,7 @@ def test_a_temporary_grant_reaches_the_cluster_and_reverts_when_it_ends(page, ap
     preview = page.locator("#whatif")
     before = preview.inner_text()
     type_like_a_person(page, "#id_lines-0-guarantee", "36")
-    preview.get_by_text("team-a: fair allocation").wait_for()
+    preview.get_by_text("What team-a gets").wait_for()
     first = preview.inner_text()
     type_like_a_person(page, "#id_lines-0-limit", "56")
     assert first != before

@@ -47,10 +47,7 @@ def test_a_team_limit_over_its_departments_limit_is_refused(dept_limited):
         services.set_team_quota(cast.team_b, GPU, guarantee="30", limit="80", actor=cast.root)
 
     assert exc.value.message_dict == {
-        "limit": [
-            "The nvidia.com/gpu limit of team-b (80) would be over the 70 limit of "
-            "department dept-x."
-        ]
+        "limit": ["dept-x's limit is 70 GPUs; team-b's limit would be 80 GPUs, over it."]
     }
     assert quota(cast.team_b) == (30, 60)
 
@@ -64,10 +61,7 @@ def test_guarantees_over_the_departments_limit_are_refused(dept_limited):
         services.set_team_quota(cast.team_b, GPU, guarantee="31", limit="60", actor=cast.root)
 
     assert exc.value.message_dict == {
-        "guarantee": [
-            "The nvidia.com/gpu guarantees of department dept-x's teams would total 71, "
-            "over the department's 70 limit."
-        ]
+        "guarantee": ["dept-x's limit is 70 GPUs; its teams would be guaranteed 71 GPUs."]
     }
     assert quota(cast.team_b) == (30, 60)
 
@@ -79,10 +73,8 @@ def test_a_department_limit_below_what_its_teams_hold_is_refused(dept_limited):
 
     assert exc.value.message_dict == {
         "limit": [
-            "The nvidia.com/gpu guarantees of department dept-x's teams would total 50, "
-            "over the department's 45 limit.",
-            "The nvidia.com/gpu limit of team-b (60) would be over the 45 limit of "
-            "department dept-x.",
+            "dept-x's limit is 45 GPUs; its teams would be guaranteed 50 GPUs.",
+            "dept-x's limit is 45 GPUs; team-b's limit would be 60 GPUs, over it.",
         ]
     }
     assert quota(cast.dept) == (0, 70)
@@ -109,8 +101,7 @@ def test_the_demo_accepts_a_derived_guarantee_and_refuses_a_limit_over_the_depar
 
     assert quota(cv) == (64, 96)
     assert exc.value.message_dict["limit"] == [
-        "The nvidia.com/gpu limit of speech-team (256) would be over the 208 limit of "
-        "department ai-research."
+        "ai-research's limit is 208 GPUs; speech-team's limit would be 256 GPUs, over it."
     ]
 
 
@@ -130,8 +121,7 @@ def test_approval_with_adjustments_obeys_the_rules(dept_limited):
 
     assert exc.value.message_dict == {
         "nvidia.com/gpu.limit": [
-            "The nvidia.com/gpu limit of team-a (75) would be over the 70 limit of "
-            "department dept-x."
+            "dept-x's limit is 70 GPUs; team-a's limit would be 75 GPUs, over it."
         ]
     }
     request.refresh_from_db()
@@ -160,7 +150,7 @@ def test_a_temporary_grant_that_no_longer_fits_does_not_start(dept_limited):
     result = services.expire_temporary_quota(now=now + timedelta(hours=2))
 
     assert result.activated == []
-    assert "over the department's 70 limit" in result.failed[request.pk]
+    assert "dept-x's limit is 70 GPUs; its teams would be guaranteed" in result.failed[request.pk]
     assert QuotaRequest.objects.get(pk=request.pk).status == "approved"
     assert quota(cast.team_a) == (20, 40)
 
@@ -197,10 +187,7 @@ def test_rebalance_checks_all_new_guarantees_together(dept_limited):
             actor=cast.root,
         )
 
-    message = (
-        "The nvidia.com/gpu guarantees of department dept-x's teams would total 75, over the "
-        "department's 70 limit."
-    )
+    message = "dept-x's limit is 70 GPUs; its teams would be guaranteed 75 GPUs."
     assert exc.value.message_dict == {
         "team-a.guarantee.nvidia.com/gpu": [message],
         "team-b.guarantee.nvidia.com/gpu": [message],
@@ -232,7 +219,7 @@ def test_the_api_answers_400_naming_the_department_and_the_numbers(dept_limited)
     assert response.status_code == 400, response.content
     body = response.json()
     text = str(body)
-    assert "team-b (256)" in text and "70 limit of department dept-x" in text
+    assert "dept-x's limit is 70 GPUs; team-b's limit would be 256 GPUs" in text
     assert quota(cast.team_b) == (30, 60)
 
 
@@ -245,7 +232,7 @@ def test_moving_a_team_under_a_department_it_does_not_fit_is_a_400(dept_limited)
 
     assert response.status_code == 400, response.content
     assert "parent" in str(response.json())
-    assert "over the 70 limit of department dept-x" in str(response.json())
+    assert "dept-x's limit is 70 GPUs; big's limit would be 80 GPUs" in str(response.json())
     big.refresh_from_db()
     assert big.parent is None
 
@@ -259,7 +246,7 @@ def test_the_admin_forms_show_the_same_errors(dept_limited):
     )
     assert not form.is_valid()
     assert form.errors["limit"] == [
-        "The nvidia.com/gpu limit of team-b (90) would be over the 70 limit of department dept-x."
+        "dept-x's limit is 70 GPUs; team-b's limit would be 90 GPUs, over it."
     ]
 
     big = Team.objects.create(slug="big", name="Big")
@@ -267,7 +254,9 @@ def test_the_admin_forms_show_the_same_errors(dept_limited):
     data = {"slug": "big", "name": "Big", "parent": cast.dept.pk, "weight": 1, "active": True}
     team_form = TeamForm(data, instance=big)
     assert not team_form.is_valid()
-    assert "over the department's 70 limit" in team_form.errors["parent"][0]
+    assert (
+        "dept-x's limit is 70 GPUs; its teams would be guaranteed" in team_form.errors["parent"][0]
+    )
 
 
 def test_the_admin_change_page_refuses_an_invalid_quota(dept_limited):
@@ -282,5 +271,5 @@ def test_the_admin_change_page_refuses_an_invalid_quota(dept_limited):
     )
 
     assert response.status_code == 200  # the form again, with the error
-    assert "limit of department dept-x" in response.content.decode()
+    assert "dept-x&#x27;s limit is 70 GPUs" in response.content.decode()
     assert quota(cast.team_b) == (30, 60)

@@ -42,6 +42,8 @@ def test_a_lead_submits_a_pending_request_and_it_is_audited(cast):
     assert event.after["lines"][GPU] == {
         "guarantee": "30",
         "limit": "50",
+        "previous_guarantee": "20",
+        "previous_limit": "40",
         "approved_guarantee": None,
         "approved_limit": None,
     }

@@ -117,10 +117,10 @@ def preview_html(client) -> str:
 
 def test_by_default_a_leads_preview_shows_other_teams_only_together(cast):
     html = preview_html(page(cast.alice))
-    assert "team-a: fair allocation" in html
+    assert "What team-a gets" in html
     assert "team-b" not in html and "dept-x" not in html
     assert "Other teams, together" in html
-    assert "other teams, together (10 nvidia.com/gpu)" in html  # what they give up, in sum
+    assert "other teams, together (10 GPUs)" in html  # what they give up, in sum
 
 
 def test_the_department_lead_sees_its_teams_by_name(cast):

@@ -234,6 +234,7 @@ def test_to_dict_is_json_ready_and_can_be_stored_as_the_request_preview(cast):
             "fair_resource": GPU,
             "reason": "demand-met",
             "demand": {GPU: "60"},
+            "why": "the cluster has spare GPUs: you get your whole demand",
         },
         "after": {
             "weight": 3,
@@ -242,8 +243,11 @@ def test_to_dict_is_json_ready_and_can_be_stored_as_the_request_preview(cast):
             "fair_resource": GPU,
             "reason": "saturated:nvidia.com/gpu",
             "demand": {GPU: "60"},
+            "why": "every one of the cluster's GPUs is wanted: you get your share by weight",
         },
         "delta": {GPU: "-10"},
+        # Never measured: it already demands its limit, so contention changes nothing for it.
+        "contention": {"before": {GPU: "60"}, "after": {GPU: "50"}},
     }
     assert AuditEvent.objects.filter(verb="approve").count() == 1
 
