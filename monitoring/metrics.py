@@ -18,7 +18,7 @@ Metrics (gauges):
 * ``fairshare_cluster_capacity{resource}``: the latest capacity snapshot
 * ``fairshare_pending_workloads{team,queue}``, ``fairshare_pending_workload_gpus{team,queue}``:
   waiting workloads (gangs, Volcano Jobs, owner groups) of the latest collection and the GPUs
-  their whole gangs request (``queue`` is "" for workloads outside a Volcano queue)
+  they still need admitted (a waiting gang: all of it); ``queue`` is "" outside Volcano queues
 * ``fairshare_dominant_share{team,resource}`` (resource = the dominant one),
   ``fairshare_fair_share{team}``, ``fairshare_fair_allocation{team,resource}``: the latest
   ShareComputation, if any; ``fairshare_shares_computed_timestamp_seconds``
@@ -172,14 +172,14 @@ class FairshareCollector(Collector):
         )
         gpus = _gauge(
             "fairshare_pending_workload_gpus",
-            "GPUs the waiting workloads' whole gangs request, at the latest collection.",
+            "GPUs the waiting workloads still need admitted (whole gangs), latest collection.",
             ["team", "queue"],
         )
         latest = Workload.objects.order_by("-taken_at").values("taken_at")[:1]
         rows = (
             Workload.objects.filter(taken_at=latest, waiting=True)
             .values("team__slug", "queue")
-            .annotate(n=Count("id"), g=Sum("gpus"))
+            .annotate(n=Count("id"), g=Sum("waiting_gpus"))
             .order_by("team__slug", "queue")
         )
         for row in rows:

@@ -387,6 +387,10 @@ class Workload(models.Model):
     running = models.PositiveIntegerField(default=0)
     requested = models.JSONField(default=dict, blank=True)
     gpus = models.PositiveIntegerField(default=0)
+    waiting_for = models.JSONField(
+        default=dict, blank=True, help_text="What must still be admitted: {resource: amount}."
+    )
+    waiting_gpus = models.PositiveIntegerField(default=0)
     phase = models.CharField(max_length=32)
     waiting = models.BooleanField(default=False)
     created = models.DateTimeField(null=True, blank=True)
@@ -407,3 +411,6 @@ class Workload(models.Model):
 
     def amounts(self) -> dict[str, Decimal]:
         return {name: Decimal(str(value)) for name, value in self.requested.items()}
+
+    def waiting_amounts(self) -> dict[str, Decimal]:
+        return {name: Decimal(str(value)) for name, value in self.waiting_for.items()}

@@ -94,6 +94,8 @@ def store_workloads(usage: ClusterUsage, *, now: datetime, team_ids: Mapping[str
                 running=w.running,
                 requested={r: _decimal_string(a) for r, a in w.requested.items()},
                 gpus=max(0, w.gpus),
+                waiting_for={r: _decimal_string(a) for r, a in w.waiting_for.items()},
+                waiting_gpus=int(w.waiting_for.get(GPU, 0)),
                 phase=w.phase[:32],
                 waiting=w.waiting,
                 created=parse_datetime(w.created) if w.created else None,
@@ -168,7 +170,7 @@ def waiting_by_team() -> dict[int, TeamWaiting]:
         latest_workloads()
         .filter(waiting=True, team__isnull=False)
         .values("team_id")
-        .annotate(n=Count("id"), gpus=Sum("gpus"), since=Min("created"))
+        .annotate(n=Count("id"), gpus=Sum("waiting_gpus"), since=Min("created"))
         .order_by("team_id")
     )
     for row in rows:

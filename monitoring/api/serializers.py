@@ -308,6 +308,7 @@ class ChargebackStatementDetailSerializer(ChargebackStatementSerializer):
 class WorkloadSerializer(StrictModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     requested = AmountMapField(help_text="The whole gang's requests, {resource: quantity}.")
+    waiting_for = AmountMapField(help_text="What must still be admitted for it to run.")
 
     class Meta:
         model = Workload
@@ -325,6 +326,8 @@ class WorkloadSerializer(StrictModelSerializer):
             "running",
             "requested",
             "gpus",
+            "waiting_for",
+            "waiting_gpus",
             "phase",
             "waiting",
             "created",

@@ -107,6 +107,9 @@ class Workload:
     waiting: bool
     signal: WaitReason | None = None
     team: str = ""
+    # What must still be admitted for it to run: a waiting gang's demand (whole gang less its
+    # bound members), an owner group's unbound pods; empty when nothing waits.
+    waiting_for: Mapping[str, Decimal] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
@@ -167,10 +170,12 @@ def parse_quota_refusal(message: str) -> QuotaRefusal | None:
 
 def _resource_words(resource: str) -> str:
     name = resource.removeprefix("requests.").removeprefix("limits.")
-    return {GPU: "GPUs", "cpu": "CPUs", "memory": "of memory"}.get(name, name)
+    return {GPU: "GPUs", "cpu": "CPUs", "memory": "memory"}.get(name, name)
 
 
-def _amount(amount: Decimal) -> str:
+def _amount(amount: Decimal, resource: str = "") -> str:
+    if resource.removeprefix("requests.") == "memory":
+        return _amount((amount / 2**30).quantize(Decimal("0.01"))) + "Gi"
     if amount == amount.to_integral_value():
         return str(int(amount))
     return format(amount.normalize(), "f")
@@ -191,34 +196,37 @@ def _quota_words(namespace: str, refusal: QuotaRefusal) -> str:
 def wait_reason(workload: Workload, *, queue: QueueState | None = None) -> WaitReason | None:
     """Say why ``workload`` waits (module docstring for the order); None when it does not wait.
 
-    The queue checks apply to workloads in a Volcano queue, per resource the gang requests that
-    the queue has a fair allocation (or limit) for: ``in use + gang > limit`` → ``capability``,
-    else ``in use + gang > fair`` → ``fair-share``. GPUs are checked first, then the others by
-    name, so the words name the resource that binds first.
+    The queue checks apply to workloads in a Volcano queue, resource by resource (GPUs first,
+    then the others by name, so the words speak of GPUs whenever GPUs bind): ``in use + gang >
+    limit`` → ``capability``, else ``in use + gang > fair`` → ``fair-share``.
     """
     if not workload.waiting:
         return None
     if workload.signal is not None and workload.signal.code == "quota":
         return workload.signal
     if queue is not None and workload.queue:
-        names = sorted(workload.requested, key=lambda r: (r != GPU, r))
-        for code, bound, what in (
-            ("capability", queue.limit, "its capability"),
-            ("fair-share", queue.fair, "its fair allocation"),
-        ):
-            for name in names:
-                want = workload.requested[name]
+        wanted = workload.waiting_for or workload.requested
+        names = sorted(wanted, key=lambda r: (r != GPU, r))
+        for name in names:
+            for code, bound, what in (
+                ("capability", queue.limit, "its capability"),
+                ("fair-share", queue.fair, "its fair allocation"),
+            ):
+                want = wanted[name]
                 if want <= 0 or name not in bound:
                     continue
                 held = queue.in_use.get(name, Decimal(0))
                 if held + want > bound[name]:
-                    amounts = f"{_amount(held)} of {_amount(bound[name])} {_resource_words(name)}"
+                    amounts = (
+                        f"{_amount(held, name)} of {_amount(bound[name], name)} "
+                        f"{_resource_words(name)}"
+                    )
                     if held >= bound[name]:
                         words = f"waiting: {queue.team}'s queue is at {what}, {amounts}"
                     else:
                         words = (
                             f"waiting: {queue.team}'s queue would pass {what}, {amounts} in "
-                            f"use, this needs {_amount(want)}"
+                            f"use, this needs {_amount(want, name)}"
                         )
                     return WaitReason(code, words)
     if workload.signal is not None:
@@ -277,6 +285,7 @@ class _Group:
     unbound: int = 0
     requested: Resources = field(default_factory=dict)
     bound_requested: Resources = field(default_factory=dict)
+    unbound_requested: Resources = field(default_factory=dict)
     largest: Resources = field(default_factory=dict)
     largest_key: tuple[Decimal, ...] = ()
     template: Resources | None = None  # Volcano Job: its first minAvailable task pods
@@ -417,6 +426,7 @@ class WorkloadCollector:
             _add_into(group.bound_requested, request)
             return False
         group.unbound += 1
+        _add_into(group.unbound_requested, request)
         if not group.signal:
             group.signal = _unschedulable((pod.get("status") or {}).get("conditions"), "Pod")
         return group.gang and group.phase in WAITING_GANG_PHASES
@@ -506,6 +516,7 @@ class WorkloadCollector:
                 {k.removeprefix("requests."): v for k, v in refusal.requested.items()}
             )
             group.unbound = 1
+            group.unbound_requested = dict(group.requested)
             self._groups[(namespace, kind, name)] = group
 
         workloads: list[Workload] = []
@@ -515,6 +526,7 @@ class WorkloadCollector:
             if group.gang:
                 requested = self._gang_request(group)
                 waiting = group.phase in WAITING_GANG_PHASES
+                demand: Resources = {}
                 if waiting:
                     demand = {
                         r: a - group.bound_requested.get(r, Decimal(0))
@@ -528,6 +540,7 @@ class WorkloadCollector:
             else:
                 requested = dict(group.requested)
                 waiting = group.unbound > 0
+                demand = dict(group.unbound_requested)
                 size = group.pods
                 if group.pods == 0:
                     phase = "Pending"
@@ -546,7 +559,10 @@ class WorkloadCollector:
             if refusal is not None and waiting:
                 signal = WaitReason("quota", _quota_words(group.namespace, refusal[1]))
             elif group.signal and waiting:
-                signal = WaitReason("unschedulable", f"waiting: {group.signal}")
+                words = group.signal
+                if words == "Unschedulable":  # the condition carried no message
+                    words = f"the scheduler found no node for {group.unbound} of its pods"
+                signal = WaitReason("unschedulable", f"waiting: {words}")
             workloads.append(
                 Workload(
                     namespace=group.namespace,
@@ -563,6 +579,7 @@ class WorkloadCollector:
                     waiting=waiting,
                     signal=signal,
                     team=namespace_teams.get(group.namespace, unassigned),
+                    waiting_for={r: a for r, a in sorted(demand.items()) if a} if waiting else {},
                 )
             )
         return workloads, gang_pending

@@ -492,6 +492,7 @@ def test_it_exports_pending_workloads_and_gpus_per_team_and_queue(cast, client):
             kind="PodGroup",
             queue=queue,
             gpus=gpus,
+            waiting_gpus=gpus if waiting else 0,
             phase="Pending" if waiting else "Running",
             waiting=waiting,
         )

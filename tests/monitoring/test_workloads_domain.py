@@ -34,15 +34,11 @@ def pod(name, ns="ml", *, gpus=8, node=None, group=None, owner=None, labels=None
     status = {"phase": "Running" if node else "Pending"}
     if node:
         spec["nodeName"] = node
-    elif unsched:
-        status["conditions"] = [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": unsched,
-            }
-        ]
+    elif unsched is not None:
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+        if unsched:
+            condition["message"] = unsched
+        status["conditions"] = [condition]
     return {"metadata": meta, "spec": spec, "status": status}
 
 
@@ -102,6 +98,7 @@ def test_a_pending_4x8_gang_is_32_gpus_of_demand():
     assert usage.namespaces["ml"].pending == {GPU: Decimal(32)}
     gang = workloads[("PodGroup", "g")]
     assert (gang.gang_size, gang.pods, gang.gpus, gang.waiting) == (4, 4, 32, True)
+    assert gang.waiting_for == {GPU: Decimal(32)}
 
 
 def test_a_pending_gang_demands_its_whole_size_even_before_all_pods_exist():
@@ -193,6 +190,7 @@ def test_pods_without_a_podgroup_are_grouped_by_owner():
             owner=("ReplicaSet", "web-7d4b9c"),
             labels={"pod-template-hash": "7d4b9c"},
             gpus=1,
+            unsched="",
         ),
         pod("ft-worker-0", owner=("PyTorchJob", "ft"), gpus=2),
         pod("ft-worker-1", owner=("PyTorchJob", "ft"), gpus=2),
@@ -208,7 +206,13 @@ def test_pods_without_a_podgroup_are_grouped_by_owner():
         ("PyTorchJob", "ft"),
         ("VolcanoJob", "bench"),
     ]
-    assert workloads[("Deployment", "web")].phase == "Partial"
+    web = workloads[("Deployment", "web")]
+    assert (web.phase, web.requested, web.waiting_for) == (
+        "Partial",
+        {GPU: Decimal(2)},
+        {GPU: Decimal(1)},
+    )
+    assert web.signal.words == "waiting: the scheduler found no node for 1 of its pods"
     assert workloads[("PyTorchJob", "ft")].requested == {GPU: Decimal(4)}
     assert workloads[("Pod", "adhoc")].waiting is False
     # Not gangs: pending counts pod by pod, as before.
