@@ -29,6 +29,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from monitoring.choices import AlertStatus, RollupPeriod
 from monitoring.models import CapacitySnapshot, IdleGpuAlert, UsageRollup, UsageSample
+from monitoring.workloads import (
+    admitting_change,
+    dashboard_waiting_context,
+    team_workloads_context,
+)
 from quotas import members as member_services
 from quotas import services as quota_services
 from quotas.access import get_team_for_user
@@ -51,7 +56,7 @@ from quotas.forms import (
     rebalance_initial,
 )
 from quotas.models import AuditEvent, Membership, PriorityTier, QuotaRequest, Team, TeamQuota
-from quotas.quantities import GPU
+from quotas.quantities import GPU, format_quantity
 from quotas.querysets import is_site_admin
 from quotas.rebalance import rebalance as rebalance_service
 from scheduling.exceptions import DomainError as SchedulingError
@@ -439,6 +444,7 @@ def home(request):
             "idle_alerts": idle_alerts,
             "last_sync": SyncRun.objects.order_by("-created", "-id").first(),
             "chart": {"charts": [chart]} if chart["labels"] else None,
+            **dashboard_waiting_context(teams),
         },
     )
 
@@ -610,6 +616,7 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
         "parent_visible": team.parent_id is not None
         and Team.objects.visible_to(request.user).filter(pk=team.parent_id).exists(),
     }
+    context.update(team_workloads_context(team, sort=request.GET.get("wsort")))
     context.update(extra)
     return context
 
@@ -725,6 +732,9 @@ def quotarequest_create(request, slug: str):
     """Request quota for a team (leads and admins): amounts per resource, optional window."""
     team = _lead_team(request, slug)
     form, formset = _request_forms(request, team)
+    whatif = None
+    if request.method == "GET" and request.GET.getlist("workload"):
+        form, formset, whatif = _prefill_from_workloads(request, team)
     if request.method == "POST" and form.is_valid() and formset.is_valid():
         lines, line_forms = formset.lines()
         if not lines:
@@ -755,9 +765,50 @@ def quotarequest_create(request, slug: str):
             "form": form,
             "formset": formset,
             "resource_names": _resource_names(team),
-            "whatif": None,
+            "whatif": whatif,
         },
     )
+
+
+def _prefill_from_workloads(request, team: Team):
+    """The request form bound to the smallest change admitting the selected waiting workloads
+    (``monitoring.workloads.admitting_change``), with its live preview already computed."""
+    ids = [int(v) for v in request.GET.getlist("workload") if v.isdigit()]
+    change = admitting_change(team, ids)
+    current = {q.resource: (q.guarantee, q.limit) for q in team.quotas.order_by("resource")}
+    data = {
+        "lines-TOTAL_FORMS": str(len(current) + 1),
+        "lines-INITIAL_FORMS": str(len(current)),
+        "lines-MIN_NUM_FORMS": "0",
+        "lines-MAX_NUM_FORMS": "64",
+        "justification": change.justification,
+        "tz": request.GET.get("tz", "UTC"),
+    }
+    for i, (resource, (guarantee, limit)) in enumerate(sorted(current.items())):
+        new_guarantee, new_limit = change.lines.get(resource, (guarantee, limit))
+        data[f"lines-{i}-guarantee"] = format_quantity(new_guarantee, resource)
+        data[f"lines-{i}-limit"] = "" if new_limit is None else format_quantity(new_limit, resource)
+    form = QuotaRequestForm(data)
+    formset = QuotaLineFormSet(data, current=current, prefix="lines")
+    whatif = None
+    if formset.is_valid():
+        lines, _ = formset.lines()
+        if lines:
+            whatif = _whatif(
+                {
+                    team.slug: {
+                        "guarantee": {line.resource: line.guarantee for line in lines},
+                        "limit": {line.resource: line.limit for line in lines},
+                    }
+                },
+                viewer=request.user,
+                focus=team.slug,
+            )
+    if not change.workloads:
+        messages.info(request, "None of the selected workloads waits any more.")
+    elif not change.lines:
+        messages.info(request, "The current quota already admits the selected workloads.")
+    return form, formset, whatif
 
 
 @login_required
