@@ -130,13 +130,11 @@ def latest_taken_at() -> datetime | None:
 
 
 def latest_workloads(user=None) -> QuerySet[Workload]:
-    """The newest collection's workloads (visible to ``user`` when given); one query to find
-    the collection, evaluated lazily."""
-    taken_at = latest_taken_at()
+    """The newest collection's workloads (visible to ``user`` when given), lazily; the newest
+    collection is a subquery, so reading them is one query."""
+    newest = Workload.objects.order_by("-taken_at").values("taken_at")[:1]
     qs = Workload.objects.all() if user is None else Workload.objects.visible_to(user)
-    if taken_at is None:
-        return qs.none()
-    return qs.filter(taken_at=taken_at)
+    return qs.filter(taken_at=newest)
 
 
 SORTS = {
@@ -346,7 +344,12 @@ def dashboard_waiting_context(teams: Iterable[Team]) -> dict:
     waiting GPUs first; two queries."""
     by_id = {team.pk: team.slug for team in teams}
     rows = [
-        {"slug": by_id[w.team_id], "workloads": w.workloads, "gpus": w.gpus, "since": w.longest_since}
+        {
+            "slug": by_id[w.team_id],
+            "workloads": w.workloads,
+            "gpus": w.gpus,
+            "since": w.longest_since,
+        }
         for w in waiting_by_team().values()
         if w.team_id in by_id
     ]
