@@ -1110,6 +1110,112 @@ def generate_pods(
         )
 
 
+def generate_podgroups(
+    count: int, *, seed: int = 0, namespaces: Sequence[str] = DEMO_NAMESPACES
+) -> list[Json]:
+    """``count`` Volcano PodGroups ``gang-<i>`` spread over ``namespaces`` (deterministic).
+
+    Mix: 80 % Running, 15 % Pending (with the scheduler's Unschedulable condition), 5 % Inqueue;
+    ``minMember`` 1-8, ``minResources`` of 8-GPU workers. Uses its own RNG, so the nodes and pods
+    of the same seed do not change.
+    """
+    rng = random.Random(seed + 1)
+    out = []
+    for i in range(count):
+        members = rng.randint(1, 8)
+        roll = rng.random()
+        phase = "Running" if roll < 0.8 else ("Pending" if roll < 0.95 else "Inqueue")
+        status: Json = {"phase": phase}
+        if phase == "Pending":
+            status["conditions"] = [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "NotEnoughResources",
+                    "message": f"{members}/{members} tasks in gang unschedulable",
+                }
+            ]
+        namespace = namespaces[i % len(namespaces)]
+        out.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {
+                    "name": f"gang-{i:05d}",
+                    "namespace": namespace,
+                    "creationTimestamp": _timestamp(-(i % 5000)),
+                },
+                "spec": {
+                    "minMember": members,
+                    "queue": f"{namespace}-queue",
+                    "minResources": {
+                        "cpu": str(48 * members),
+                        "memory": f"{256 * members}Gi",
+                        GPU: str(8 * members),
+                    },
+                },
+                "status": status,
+            }
+        )
+    return out
+
+
+def with_owners(pods: Iterable[Json], podgroups: Sequence[Json]) -> Iterator[Json]:
+    """Give generated pods owners (lazily): every third pod joins a PodGroup of its namespace
+    (``scheduling.k8s.io/group-name``, round robin), the others belong to a ReplicaSet of 25."""
+    groups: dict[str, list[str]] = {}
+    for pg in podgroups:
+        groups.setdefault(pg["metadata"]["namespace"], []).append(pg["metadata"]["name"])
+    turn: dict[str, int] = {}
+    for i, pod in enumerate(pods):
+        meta = pod["metadata"]
+        namespace = meta["namespace"]
+        names = groups.get(namespace)
+        if names and i % 3 == 0:
+            k = turn.get(namespace, 0)
+            turn[namespace] = k + 1
+            meta["annotations"] = {GROUP_ANNOTATION: names[k % len(names)]}
+        else:
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"rs-{i // 25:05d}",
+                    "uid": f"rs-{i // 25:05d}",
+                    "controller": True,
+                }
+            ]
+        yield pod
+
+
+def generate_quota_events(count: int, *, namespaces: Sequence[str] = DEMO_NAMESPACES) -> list[Json]:
+    """``count`` Warning events, half of them ResourceQuota refusals of a Job's pods."""
+    out = []
+    for i in range(count):
+        namespace = namespaces[i % len(namespaces)]
+        refused = i % 2 == 0
+        message = (
+            f'Error creating: pods "job-{i:05d}-x" is forbidden: exceeded quota: fairshare, '
+            "requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=40, "
+            "limited: requests.nvidia.com/gpu=43"
+            if refused
+            else "Back-off restarting failed container"
+        )
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"job-{i:05d}.{i:x}", "namespace": namespace},
+                "involvedObject": {"kind": "Job", "name": f"job-{i:05d}", "namespace": namespace},
+                "type": "Warning",
+                "reason": "FailedCreate" if refused else "BackOff",
+                "message": message,
+                "lastTimestamp": _timestamp(-(i % 600)),
+            }
+        )
+    return out
+
+
 # ---------------------------------------------------------------- output
 
 

@@ -268,7 +268,7 @@ def _unschedulable(conditions: Any, kind: str) -> str:
     return ""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Group:
     namespace: str
     name: str
@@ -416,17 +416,21 @@ class WorkloadCollector:
             group = self._owner_group(pod, metadata, namespace)
         group.pods += 1
         _add_into(group.requested, request)
-        key = tuple(request.get(r, Decimal(0)) for r in (GPU, "cpu", "memory"))
-        if not group.largest or key > group.largest_key:
-            group.largest, group.largest_key = dict(request), key
+        gang = group.gang
+        if gang:  # only a gang's size is derived from its largest member
+            key = tuple(request.get(r, Decimal(0)) for r in (GPU, "cpu", "memory"))
+            if not group.largest or key > group.largest_key:
+                group.largest, group.largest_key = dict(request), key
         if not group.priority_class:
             group.priority_class = str((pod.get("spec") or {}).get("priorityClassName") or "")
         if bound:
             group.running += 1
-            _add_into(group.bound_requested, request)
+            if gang:  # subtracted from the gang's demand
+                _add_into(group.bound_requested, request)
             return False
         group.unbound += 1
-        _add_into(group.unbound_requested, request)
+        if not gang:  # what an owner group waits for
+            _add_into(group.unbound_requested, request)
         if not group.signal:
             group.signal = _unschedulable((pod.get("status") or {}).get("conditions"), "Pod")
         return group.gang and group.phase in WAITING_GANG_PHASES
