@@ -380,7 +380,22 @@ def _deployment(
                 minutes=minutes + i,
             )
         )
+    _owned_by(pods, "apps/v1", "ReplicaSet", f"{app}-{template_hash}", namespace)
     return pods
+
+
+def _owned_by(pods: list[Json], api_version: str, kind: str, name: str, namespace: str) -> None:
+    """Give pods their controller ownerReference (uid derived from the owner: no RNG used)."""
+    ref = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"fairshare-demo:{kind}/{namespace}/{name}")),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    for pod in pods:
+        pod["metadata"]["ownerReferences"] = [dict(ref)]
 
 
 def _daemonset(
@@ -394,7 +409,7 @@ def _daemonset(
     gpu_tolerant: bool = False,
 ) -> list[Json]:
     """One ``kube-system`` pod per node (DaemonSet pods are placed regardless of free room)."""
-    return [
+    pods = [
         make_pod(
             f"{app}-{_suffix(rng)}",
             "kube-system",
@@ -407,6 +422,8 @@ def _daemonset(
         )
         for node in nodes
     ]
+    _owned_by(pods, "apps/v1", "DaemonSet", app, "kube-system")
+    return pods
 
 
 def demo_cluster() -> Json:
@@ -835,12 +852,146 @@ def demo_cluster() -> Json:
             image=f"registry.example.com/platform/{app}:stable",
             **extra,
         )
+    podgroups = _demo_podgroups(pods)
     return {
         "apiVersion": "v1",
         "kind": "List",
-        "items": nodes + pods,
+        "items": nodes + pods + podgroups + _demo_events(),
         "metadata": {"resourceVersion": ""},
     }
+
+
+# Volcano queue of each demo namespace's team (seed_demo); shared-batch has no team.
+_DEMO_QUEUES = {
+    "research-ml": "research-team",
+    "research-nlp": "research-team",
+    "prod-training": "production-team",
+    "prod-inference": "production-team",
+    "cv-vision": "cv-team",
+    "speech-asr": "speech-team",
+    "shared-batch": "default",
+}
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+def _stable_uid(path: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"fairshare-demo:{path}"))
+
+
+def _demo_podgroups(pods: list[Json]) -> list[Json]:
+    """One PodGroup per live Volcano job, as Volcano's job controller makes them.
+
+    Named ``<job>-<job uid>`` and owned by the job (``pkg/controllers/job/job_controller_util.go``
+    ``createPodGroupIfNotExist``); ``minMember`` the job's workers, ``minResources`` their
+    requests; each pod names its group in ``scheduling.k8s.io/group-name``. A job whose pods are
+    all bound is ``Running``; one whose pods are all unbound is ``Pending`` with the scheduler's
+    ``Unschedulable`` condition. Finished jobs get none. Uses no RNG: the pods stay as they were.
+    """
+    jobs: dict[tuple[str, str], list[Json]] = {}
+    for pod in pods:
+        meta = pod["metadata"]
+        job = meta["labels"].get("volcano.sh/job-name")
+        if job and pod["status"]["phase"] not in ("Succeeded", "Failed"):
+            jobs.setdefault((meta["namespace"], job), []).append(pod)
+    out = []
+    for (namespace, job), members in sorted(jobs.items()):
+        uid = _stable_uid(f"vcjob/{namespace}/{job}")
+        name = f"{job}-{uid}"
+        totals: dict[str, float] = {}
+        for pod in members:
+            pod["metadata"]["annotations"] = {GROUP_ANNOTATION: name}
+            for c in pod["spec"]["containers"]:
+                for res, amount in (c.get("resources") or {}).get("requests", {}).items():
+                    value = _gib(amount) if res == "memory" else float(amount)
+                    totals[res] = totals.get(res, 0.0) + value
+        min_resources = {
+            res: (f"{amount:g}Gi" if res == "memory" else f"{amount:g}")
+            for res, amount in sorted(totals.items())
+        }
+        bound = sum(1 for pod in members if pod["spec"].get("nodeName"))
+        created = min(pod["metadata"]["creationTimestamp"] for pod in members)
+        status: Json = {"phase": "Running", "running": bound}
+        if bound == 0:
+            n = len(members)
+            status = {
+                "phase": "Pending",
+                "conditions": [
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "reason": "NotEnoughResources",
+                        "message": f"{n}/{n} tasks in gang unschedulable: pod group is not ready, "
+                        f"{n} Pending, {n} minAvailable; Pending: {n} Unschedulable",
+                        "lastTransitionTime": created,
+                        "transitionID": _stable_uid(f"transition/{namespace}/{job}"),
+                    }
+                ],
+            }
+        out.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": _stable_uid(f"podgroup/{namespace}/{name}"),
+                    "creationTimestamp": created,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch.volcano.sh/v1alpha1",
+                            "kind": "Job",
+                            "name": job,
+                            "uid": uid,
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
+                },
+                "spec": {
+                    "minMember": len(members),
+                    "minResources": min_resources,
+                    "queue": _DEMO_QUEUES[namespace],
+                },
+                "status": status,
+            }
+        )
+    return out
+
+
+def _demo_events() -> list[Json]:
+    """A quota refusal: speech-asr's ResourceQuota (48 GPUs, 38 counted) refused the pods of a
+    16-GPU batch Job, so the Job has no pods at all; the Job controller's ``FailedCreate``
+    Warning (``pkg/controller/job/job_controller.go``) quotes the quota admission's message
+    (``plugin/pkg/admission/resourcequota/controller.go`` ``CheckRequest``)."""
+    when = _timestamp(-25)
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": "asr-batch-eval.18a2f3c4d5e6f708",
+                "namespace": "speech-asr",
+                "uid": _stable_uid("event/speech-asr/asr-batch-eval"),
+                "creationTimestamp": when,
+            },
+            "involvedObject": {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": "asr-batch-eval",
+                "namespace": "speech-asr",
+                "uid": _stable_uid("job/speech-asr/asr-batch-eval"),
+            },
+            "reason": "FailedCreate",
+            "type": "Warning",
+            "count": 14,
+            "firstTimestamp": when,
+            "lastTimestamp": _timestamp(-1),
+            "source": {"component": "job-controller"},
+            "message": 'Error creating: pods "asr-batch-eval-7xk2p" is forbidden: exceeded quota: '
+            "fairshare, requested: requests.nvidia.com/gpu=16, used: requests.nvidia.com/gpu=38, "
+            "limited: requests.nvidia.com/gpu=48",
+        }
+    ]
 
 
 # ---------------------------------------------------------------- scale generators
@@ -957,6 +1108,112 @@ def generate_pods(
             gpu=gpu,
             minutes=-(i % 10_000),
         )
+
+
+def generate_podgroups(
+    count: int, *, seed: int = 0, namespaces: Sequence[str] = DEMO_NAMESPACES
+) -> list[Json]:
+    """``count`` Volcano PodGroups ``gang-<i>`` spread over ``namespaces`` (deterministic).
+
+    Mix: 80 % Running, 15 % Pending (with the scheduler's Unschedulable condition), 5 % Inqueue;
+    ``minMember`` 1-8, ``minResources`` of 8-GPU workers. Uses its own RNG, so the nodes and pods
+    of the same seed do not change.
+    """
+    rng = random.Random(seed + 1)
+    out = []
+    for i in range(count):
+        members = rng.randint(1, 8)
+        roll = rng.random()
+        phase = "Running" if roll < 0.8 else ("Pending" if roll < 0.95 else "Inqueue")
+        status: Json = {"phase": phase}
+        if phase == "Pending":
+            status["conditions"] = [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "NotEnoughResources",
+                    "message": f"{members}/{members} tasks in gang unschedulable",
+                }
+            ]
+        namespace = namespaces[i % len(namespaces)]
+        out.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {
+                    "name": f"gang-{i:05d}",
+                    "namespace": namespace,
+                    "creationTimestamp": _timestamp(-(i % 5000)),
+                },
+                "spec": {
+                    "minMember": members,
+                    "queue": f"{namespace}-queue",
+                    "minResources": {
+                        "cpu": str(48 * members),
+                        "memory": f"{256 * members}Gi",
+                        GPU: str(8 * members),
+                    },
+                },
+                "status": status,
+            }
+        )
+    return out
+
+
+def with_owners(pods: Iterable[Json], podgroups: Sequence[Json]) -> Iterator[Json]:
+    """Give generated pods owners (lazily): every third pod joins a PodGroup of its namespace
+    (``scheduling.k8s.io/group-name``, round robin), the others belong to a ReplicaSet of 25."""
+    groups: dict[str, list[str]] = {}
+    for pg in podgroups:
+        groups.setdefault(pg["metadata"]["namespace"], []).append(pg["metadata"]["name"])
+    turn: dict[str, int] = {}
+    for i, pod in enumerate(pods):
+        meta = pod["metadata"]
+        namespace = meta["namespace"]
+        names = groups.get(namespace)
+        if names and i % 3 == 0:
+            k = turn.get(namespace, 0)
+            turn[namespace] = k + 1
+            meta["annotations"] = {GROUP_ANNOTATION: names[k % len(names)]}
+        else:
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"rs-{i // 25:05d}",
+                    "uid": f"rs-{i // 25:05d}",
+                    "controller": True,
+                }
+            ]
+        yield pod
+
+
+def generate_quota_events(count: int, *, namespaces: Sequence[str] = DEMO_NAMESPACES) -> list[Json]:
+    """``count`` Warning events, half of them ResourceQuota refusals of a Job's pods."""
+    out = []
+    for i in range(count):
+        namespace = namespaces[i % len(namespaces)]
+        refused = i % 2 == 0
+        message = (
+            f'Error creating: pods "job-{i:05d}-x" is forbidden: exceeded quota: fairshare, '
+            "requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=40, "
+            "limited: requests.nvidia.com/gpu=43"
+            if refused
+            else "Back-off restarting failed container"
+        )
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"job-{i:05d}.{i:x}", "namespace": namespace},
+                "involvedObject": {"kind": "Job", "name": f"job-{i:05d}", "namespace": namespace},
+                "type": "Warning",
+                "reason": "FailedCreate" if refused else "BackOff",
+                "message": message,
+                "lastTimestamp": _timestamp(-(i % 600)),
+            }
+        )
+    return out
 
 
 # ---------------------------------------------------------------- output

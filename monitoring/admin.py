@@ -12,6 +12,7 @@ from monitoring.models import (
     RateCard,
     UsageRollup,
     UsageSample,
+    Workload,
 )
 from quotas.admin import SiteAdminOnly
 
@@ -109,3 +110,11 @@ class IdleGpuAlertAdmin(SiteAdminOnly, admin.ModelAdmin):
 @admin.register(BudgetAlert)
 class BudgetAlertAdmin(SiteAdminOnly, admin.ModelAdmin):
     list_display = ["budget", "month", "threshold", "used_hours", "created"]
+
+
+@admin.register(Workload)
+class WorkloadAdmin(SiteAdminOnly, admin.ModelAdmin):
+    list_display = ("taken_at", "team", "namespace", "kind", "name", "phase", "gpus", "wait_code")
+    list_filter = ("waiting", "wait_code", "kind")
+    search_fields = ("namespace", "name", "queue")
+    date_hierarchy = "taken_at"

@@ -2,7 +2,7 @@
 
 :class:`FairshareCollector` is a custom ``prometheus_client`` collector registered on its own
 ``CollectorRegistry`` (no process/GC metrics of whichever worker served the scrape: the numbers
-are the cluster's, not the web process's). A scrape runs a constant number of queries (15),
+are the cluster's, not the web process's). A scrape runs a constant number of queries (16),
 whatever the number of teams, resources or GPUs. Amounts are in base units (cores, bytes,
 devices); ``team="unassigned"`` collects namespaces no team owns. /metrics is an operator
 endpoint (``FAIRSHARE_METRICS_TOKEN`` or loopback: an admin credential), so it carries every team
@@ -16,6 +16,9 @@ Metrics (gauges):
 * ``fairshare_allocated{team,resource}``, ``fairshare_pending{team,resource}``: the latest
   collection; ``fairshare_usage_collected_timestamp_seconds``
 * ``fairshare_cluster_capacity{resource}``: the latest capacity snapshot
+* ``fairshare_pending_workloads{team,queue}``, ``fairshare_pending_workload_gpus{team,queue}``:
+  waiting workloads (gangs, Volcano Jobs, owner groups) of the latest collection and the GPUs
+  they still need admitted (a waiting gang: all of it); ``queue`` is "" outside Volcano queues
 * ``fairshare_dominant_share{team,resource}`` (resource = the dominant one),
   ``fairshare_fair_share{team}``, ``fairshare_fair_allocation{team,resource}``: the latest
   ShareComputation, if any; ``fairshare_shares_computed_timestamp_seconds``
@@ -58,7 +61,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Sum
+from django.db.models import Count, Sum
 from django.urls import reverse
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -66,7 +69,14 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from monitoring.choices import AlertStatus, RollupPeriod
 from monitoring.domain.gpu_alerts import memory_percent
-from monitoring.models import CapacitySnapshot, GpuSample, IdleGpuAlert, UsageRollup, UsageSample
+from monitoring.models import (
+    CapacitySnapshot,
+    GpuSample,
+    IdleGpuAlert,
+    UsageRollup,
+    UsageSample,
+    Workload,
+)
 from quotas.choices import MembershipRole
 from quotas.models import Budget, Membership, Namespace, Team, TeamQuota
 
@@ -101,6 +111,7 @@ class FairshareCollector(Collector):
         yield from self._quotas()
         yield from self._usage()
         yield from self._capacity()
+        yield from self._workloads()
         yield from self._shares()
         yield from self._share_health()
         yield from self._gpus(now)
@@ -158,6 +169,31 @@ class FairshareCollector(Collector):
         if when is not None:
             collected.add_metric([], _ts(when))
         yield collected
+
+    def _workloads(self) -> Iterator[Metric]:
+        count = _gauge(
+            "fairshare_pending_workloads",
+            "Waiting workloads at the latest collection.",
+            ["team", "queue"],
+        )
+        gpus = _gauge(
+            "fairshare_pending_workload_gpus",
+            "GPUs the waiting workloads still need admitted (whole gangs), latest collection.",
+            ["team", "queue"],
+        )
+        latest = Workload.objects.order_by("-taken_at").values("taken_at")[:1]
+        rows = (
+            Workload.objects.filter(taken_at=latest, waiting=True)
+            .values("team__slug", "queue")
+            .annotate(n=Count("id"), g=Sum("waiting_gpus"))
+            .order_by("team__slug", "queue")
+        )
+        for row in rows:
+            labels = [row["team__slug"] or UNASSIGNED, row["queue"]]
+            count.add_metric(labels, row["n"])
+            gpus.add_metric(labels, row["g"] or 0)
+        yield count
+        yield gpus
 
     def _capacity(self) -> Iterator[Metric]:
         capacity = _gauge(

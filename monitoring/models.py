@@ -367,3 +367,55 @@ class BudgetAlert(models.Model):
 def latest_capacity() -> dict[str, Decimal]:
     """The capacity provider of ``quotas.capacity`` (``FAIRSHARE_CAPACITY_PROVIDER``)."""
     return CapacitySnapshot.latest_amounts()
+
+
+class Workload(models.Model):
+    """One gang or owner group as one collection saw it (``monitoring.domain.workloads``).
+
+    Compact: the whole gang's requests as ``{resource: decimal string}`` and its GPUs as an
+    integer (for sorting, filters and metrics), phase, whether it waits and why (``wait_code``,
+    ``wait_reason`` in words). ``team`` is null for namespaces Fairshare does not know. Only the
+    newest ``FAIRSHARE_WORKLOAD_COLLECTIONS`` collections are kept.
+    """
+
+    taken_at = models.DateTimeField(db_index=True)
+    team = models.ForeignKey(
+        "quotas.Team", on_delete=models.SET_NULL, null=True, blank=True, related_name="workloads"
+    )
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    kind = models.CharField(max_length=63)
+    queue = models.CharField(max_length=253, blank=True)
+    priority_class = models.CharField(max_length=253, blank=True)
+    gang_size = models.PositiveIntegerField(default=0)
+    pods = models.PositiveIntegerField(default=0)
+    running = models.PositiveIntegerField(default=0)
+    requested = models.JSONField(default=dict, blank=True)
+    gpus = models.PositiveIntegerField(default=0)
+    waiting_for = models.JSONField(
+        default=dict, blank=True, help_text="What must still be admitted: {resource: amount}."
+    )
+    waiting_gpus = models.PositiveIntegerField(default=0)
+    phase = models.CharField(max_length=32)
+    waiting = models.BooleanField(default=False)
+    created = models.DateTimeField(null=True, blank=True)
+    wait_code = models.CharField(max_length=32, blank=True)
+    wait_reason = models.CharField(max_length=500, blank=True)
+
+    objects = TeamScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-taken_at", "namespace", "kind", "name"]
+        indexes = [
+            models.Index(fields=["team", "-taken_at"]),
+            models.Index(fields=["taken_at", "waiting"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name} ({self.phase})"
+
+    def amounts(self) -> dict[str, Decimal]:
+        return {name: Decimal(str(value)) for name, value in self.requested.items()}
+
+    def waiting_amounts(self) -> dict[str, Decimal]:
+        return {name: Decimal(str(value)) for name, value in self.waiting_for.items()}

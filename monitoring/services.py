@@ -63,6 +63,7 @@ from monitoring.models import (
     UsageSample,
 )
 from monitoring.notify import notify_team
+from monitoring.workloads import store_workloads
 from quotas.models import Budget, Namespace, Team, TeamQuota
 
 logger = logging.getLogger(__name__)
@@ -200,11 +201,15 @@ def store_usage(
         )
         UsageSample.objects.bulk_create(rows, batch_size=2000)
         store_gpu_inventory(usage, now=now)
+        workload_rows = store_workloads(usage, now=now, team_ids=team_ids)
+    for note in usage.notes:
+        logger.warning("collection at %s: %s", now.isoformat(), note)
     logger.info(
-        "stored collection at %s from %s: %d samples, %d schedulable nodes",
+        "stored collection at %s from %s: %d samples, %d workloads, %d schedulable nodes",
         now.isoformat(),
         source,
         len(rows),
+        workload_rows,
         nodes,
     )
     return snapshot, len(rows)

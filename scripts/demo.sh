@@ -32,9 +32,11 @@ echo "Replaying five weeks of demo history (collections, GPU samples, rollups; a
 $PY manage.py backfill_demo >"$FAIRSHARE_VAR_DIR/backfill.log" 2>&1 \
   || { echo "the demo history failed; see $FAIRSHARE_VAR_DIR/backfill.log" >&2; exit 1; }
 tail -n 1 "$FAIRSHARE_VAR_DIR/backfill.log"
-$PY manage.py collect_usage >/dev/null 2>&1 || echo "note: usage collection failed; see the worker log"
+# Shares first (from the replayed history), so the collection's workloads are judged against a
+# fair allocation ("waiting: cv-team's queue is at its fair allocation, ...").
 $PY manage.py shell -c "from scheduling.services import compute_shares; compute_shares(trigger='demo')" \
   >/dev/null 2>&1 || true
+$PY manage.py collect_usage >/dev/null 2>&1 || echo "note: usage collection failed; see the worker log"
 
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }

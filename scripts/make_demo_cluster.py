@@ -78,14 +78,16 @@ def main() -> int:
     _stale(managed)
     managed.append(_leftover(managed))
 
-    doc = json.loads(FIXTURE.read_text())
-    kept = [item for item in doc["items"] if not _is_ours(item)]
-    from bench.cluster_gen import write_list  # the fixture's layout: one item a line
+    # Nodes, pods, PodGroups and Events come from the generator; the managed objects after them.
+    from bench.cluster_gen import demo_cluster, write_list  # the layout: one item a line
+
+    kept = demo_cluster()["items"]
 
     with FIXTURE.open("w") as out:
         write_list(kept + sorted(managed, key=_sort_key), out)
     print(
-        f"{FIXTURE.relative_to(ROOT)}: {len(kept)} nodes and pods, {len(managed)} managed objects"
+        f"{FIXTURE.relative_to(ROOT)}: {len(kept)} nodes, pods, PodGroups and Events, "
+        f"{len(managed)} managed objects"
     )
     return 0
 

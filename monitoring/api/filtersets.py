@@ -9,6 +9,7 @@ from monitoring.models import (
     RateCard,
     UsageRollup,
     UsageSample,
+    Workload,
 )
 from quotas.api.filtersets import FilterSet, TeamSlugFilter, UtcDateTimeFilter
 
@@ -75,3 +76,11 @@ class ChargebackStatementFilterSet(FilterSet):
     class Meta:
         model = ChargebackStatement
         fields = ["group_by"]
+
+
+class WorkloadFilterSet(FilterSet):
+    team = TeamSlugFilter()
+
+    class Meta:
+        model = Workload
+        fields = ["namespace", "phase", "queue", "kind", "waiting", "wait_code"]

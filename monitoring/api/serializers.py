@@ -18,6 +18,7 @@ from monitoring.models import (
     RateCard,
     UsageRollup,
     UsageSample,
+    Workload,
 )
 from quotas.api.fields import AmountMapField, QuantityField, canonical_amounts
 
@@ -301,4 +302,35 @@ class ChargebackStatementDetailSerializer(ChargebackStatementSerializer):
             "currency",
             "unpriced_records",
             "late",
+        ]
+
+
+class WorkloadSerializer(StrictModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
+    requested = AmountMapField(help_text="The whole gang's requests, {resource: quantity}.")
+    waiting_for = AmountMapField(help_text="What must still be admitted for it to run.")
+
+    class Meta:
+        model = Workload
+        fields = [
+            "id",
+            "taken_at",
+            "team",
+            "namespace",
+            "name",
+            "kind",
+            "queue",
+            "priority_class",
+            "gang_size",
+            "pods",
+            "running",
+            "requested",
+            "gpus",
+            "waiting_for",
+            "waiting_gpus",
+            "phase",
+            "waiting",
+            "created",
+            "wait_code",
+            "wait_reason",
         ]

@@ -10,6 +10,7 @@ router.register("usage-samples", views.UsageSampleViewSet)
 router.register("usage-rollups", views.UsageRollupViewSet)
 router.register("gpu-samples", views.GpuSampleViewSet)
 router.register("capacity", views.CapacitySnapshotViewSet)
+router.register("workloads", views.WorkloadViewSet, basename="workload")
 router.register("rate-cards", views.RateCardViewSet)
 router.register("chargeback/statements", views.ChargebackStatementViewSet)
 

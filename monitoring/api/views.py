@@ -25,7 +25,9 @@ from monitoring.models import (
     RateCard,
     UsageRollup,
     UsageSample,
+    Workload,
 )
+from monitoring.workloads import latest_workloads
 from quotas.api.mixins import AuditedWriteMixin
 from quotas.api.permissions import IsNodeAgentToken, IsSiteAdminOrReadOnly, with_defaults
 
@@ -42,6 +44,19 @@ class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return super().get_queryset().visible_to(self.request.user)
+
+
+class WorkloadViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Workloads (gangs, Volcano Jobs, pods grouped by owner) of visible teams in the newest
+    collection, with why each waits (``wait_code``, ``wait_reason``)."""
+
+    queryset = Workload.objects.none()  # for introspection; get_queryset() picks the collection
+    serializer_class = serializers.WorkloadSerializer
+    filterset_class = filtersets.WorkloadFilterSet
+    ordering_fields = ["namespace", "name", "gpus", "created", "phase"]
+
+    def get_queryset(self):
+        return latest_workloads(self.request.user).select_related("team")
 
 
 class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):

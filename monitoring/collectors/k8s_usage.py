@@ -12,8 +12,14 @@ Two sources, same result (:class:`monitoring.domain.aggregate.ClusterUsage`):
   consumed as they arrive, so memory holds one page plus per-namespace sums, not the pod list.
   A transient failure (429, 5xx, timeout) restarts the whole observation (``call_with_retry``),
   so pages from two attempts are never mixed.
-* :func:`from_snapshot` reads a ``kubectl get nodes,pods -A -o json`` dump (the demo mode,
-  ``FAIRSHARE_CLUSTER=snapshot:PATH``).
+  Before the pods, the workload kinds are LISTed the same way (paginated, from the cache):
+  Volcano PodGroups (``scheduling.volcano.sh/v1beta1``), Volcano Jobs (``batch.volcano.sh/
+  v1alpha1``) and Warning Events (``fieldSelector=type=Warning``: quota refusals are Warnings).
+  A cluster without Volcano answers 404 for the CRDs' paths; that kind is then skipped and the
+  result carries a note saying so. They feed :class:`monitoring.domain.workloads.WorkloadCollector`
+  so pods are grouped into gangs in the same single pass.
+* :func:`from_snapshot` reads a ``kubectl get nodes,pods,podgroups,jobs,events -A -o json`` dump
+  (the demo mode, ``FAIRSHARE_CLUSTER=snapshot:PATH``); the workload kinds are optional.
 
 Quantities are parsed with ``kubernetes.utils.parse_quantity`` (exact Decimals).
 
@@ -24,6 +30,7 @@ served from the watch cache and answer in one page; the collector handles both.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -31,16 +38,35 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from monitoring.domain.aggregate import ClusterUsage, aggregate, parse_list_dump
+from monitoring.domain.workloads import WorkloadCollector
 from monitoring.exceptions import CollectorError
 from scheduling.k8s.apply import call_with_retry
+from scheduling.k8s.errors import K8sNotFound
 from scheduling.k8s.observe import list_raw
 
 NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/pods"
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+PODGROUPS_PATH = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
+VOLCANO_JOBS_PATH = "/apis/batch.volcano.sh/v1alpha1/jobs"
+EVENTS_PATH = "/api/v1/events"
+WARNINGS = "type=Warning"
 DEFAULT_PAGE_SIZE = 500
+# (stats key, path, extra params, WorkloadCollector method, what a 404 means)
+WORKLOAD_KINDS = (
+    ("vcjobs", VOLCANO_JOBS_PATH, {}, "add_job", "Volcano's Job CRD (batch.volcano.sh)"),
+    (
+        "podgroups",
+        PODGROUPS_PATH,
+        {},
+        "add_podgroup",
+        "Volcano's PodGroup CRD (scheduling.volcano.sh)",
+    ),
+    ("events", EVENTS_PATH, {"fieldSelector": WARNINGS}, "add_event", "Events"),
+)
 
 Stats = MutableMapping[str, int]
+logger = logging.getLogger(__name__)
 
 
 def _counted(items: Iterator[dict[str, Any]], stats: Stats, key: str) -> Iterator[dict[str, Any]]:
@@ -67,6 +93,20 @@ def collect(
     def observe() -> ClusterUsage:
         counts: dict[str, int] = {"nodes": 0, "pods": 0}
         params = {"resourceVersion": "0"}
+        workloads = WorkloadCollector(parse_quantity)
+        # Jobs before PodGroups, so a PodGroup owned by a Job finds it.
+        for key, path, extra, method, what in WORKLOAD_KINDS:
+            add = getattr(workloads, method)
+            counts[key] = 0
+            try:
+                for item in list_raw(
+                    api_client, path, page_size=page_size, params={**params, **extra}
+                ):
+                    counts[key] += 1
+                    add(item)
+            except K8sNotFound:
+                workloads.notes.append(f"{what} not served by the cluster: skipped")
+                logger.info("collector: %s not served (404); skipped", what)
         nodes = list_raw(api_client, NODES_PATH, page_size=page_size, params=params)
         pods = list_raw(
             api_client,
@@ -79,6 +119,7 @@ def collect(
             _counted(pods, counts, "pods"),
             namespace_teams,
             parse_quantity=parse_quantity,
+            workloads=workloads,
         )
         if stats is not None:
             stats.update(counts)
@@ -107,9 +148,45 @@ def from_snapshot(
         raise CollectorError(f"cluster snapshot {path} is not a Kubernetes List object")
     try:
         nodes, pods = parse_list_dump(doc)
-        usage = aggregate(nodes, pods, namespace_teams, parse_quantity=parse_quantity)
+        workloads = WorkloadCollector(parse_quantity)
+        extra = split_workload_items(doc)
+        for kind in ("Job", "PodGroup", "Event"):
+            for item in extra[kind]:
+                getattr(workloads, _ADDERS[kind])(item)
+        usage = aggregate(
+            nodes, pods, namespace_teams, parse_quantity=parse_quantity, workloads=workloads
+        )
     except (ValueError, TypeError, AttributeError, ArithmeticError) as e:
         raise CollectorError(f"cluster snapshot {path} cannot be read: {e}") from e
     if stats is not None:
-        stats.update({"nodes": len(nodes), "pods": len(pods)})
+        stats.update(
+            {
+                "nodes": len(nodes),
+                "pods": len(pods),
+                "podgroups": len(extra["PodGroup"]),
+                "vcjobs": len(extra["Job"]),
+                "events": len(extra["Event"]),
+            }
+        )
     return usage
+
+
+_ADDERS = {"Job": "add_job", "PodGroup": "add_podgroup", "Event": "add_event"}
+
+
+def split_workload_items(doc: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The PodGroups, Volcano Jobs and Events of a ``kubectl get ... -o json`` List (by
+    ``kind`` and API group; a ``batch/v1`` Job is not a Volcano Job)."""
+    out: dict[str, list[dict[str, Any]]] = {"Job": [], "PodGroup": [], "Event": []}
+    if doc.get("kind") != "List":
+        return out
+    for item in doc.get("items") or ():
+        kind = item.get("kind") if isinstance(item, dict) else None
+        api = str(item.get("apiVersion") or "") if kind else ""
+        if kind == "PodGroup" and api.startswith("scheduling.volcano.sh/"):
+            out["PodGroup"].append(item)
+        elif kind == "Job" and api.startswith("batch.volcano.sh/"):
+            out["Job"].append(item)
+        elif kind == "Event":
+            out["Event"].append(item)
+    return out

@@ -57,7 +57,10 @@ import sys
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from monitoring.domain.workloads import Workload, WorkloadCollector
 
 __all__ = [
     "GPU_PRODUCT_LABEL",
@@ -176,6 +179,10 @@ class ClusterUsage:
     # that has GPUs, Ready or not (its pods still hold them), and every bound pod asking for GPUs.
     gpu_nodes: Mapping[str, GpuNode] = field(default_factory=dict)
     gpu_pods: tuple[GpuPod, ...] = ()
+    # With a WorkloadCollector: one record per gang / owner group (monitoring.domain.workloads).
+    workloads: tuple[Workload, ...] = ()
+    # What the collection could not see (e.g. "Volcano's PodGroup CRD is not installed").
+    notes: tuple[str, ...] = ()
 
     def to_json_dict(self, *, include_teams: bool = False) -> dict[str, Any]:
         """Render the ``collect_usage --print`` document (sorted keys, :func:`json_number` values).
@@ -418,6 +425,7 @@ def aggregate(
     namespace_teams: Mapping[str, str],
     *,
     parse_quantity: ParseQuantity,
+    workloads: WorkloadCollector | None = None,
 ) -> ClusterUsage:
     """Aggregate one observation of the cluster into a :class:`ClusterUsage`.
 
@@ -429,7 +437,11 @@ def aggregate(
        node flavor), else to its ``pending``.
     3. Name each namespace's team (``namespace_teams``, else ``"unassigned"``); sum namespaces into
        teams and the per-namespace flavor sums into ``flavor_allocated``.
-    4. Along the way, keep the GPU inventory that node agents' samples are checked against: every
+    4. With ``workloads`` (fed PodGroups, Jobs and Events already), every live pod also goes to
+       its workload; an unbound pod of a waiting gang is not pending on its own: the gang's whole
+       demand is added to its namespace's ``pending`` instead (gang demand, see
+       ``monitoring.domain.workloads``).
+    5. Along the way, keep the GPU inventory that node agents' samples are checked against: every
        node with GPUs (:func:`gpu_node`) and every bound pod requesting GPUs (``gpu_pods``).
 
     Invariants: deterministic for the same input (pod order does not matter); Σ over namespaces
@@ -471,6 +483,9 @@ def aggregate(
         namespace = metadata.get("namespace") or "default"
         request = pod_request(pod, parse)
         node_name = (pod.get("spec") or {}).get("nodeName")
+        in_gang = False
+        if workloads is not None:
+            in_gang = workloads.add_pod(pod, namespace, request, bool(node_name))
         if node_name:
             counts["allocated"] += 1
             if any(amount > 0 and is_gpu_request(name) for name, amount in request.items()):
@@ -495,7 +510,18 @@ def aggregate(
             if namespace not in pending:
                 allocated[namespace] = {}
                 pending[namespace] = {}
-            _add_into(pending[namespace], request)
+            if not in_gang:
+                _add_into(pending[namespace], request)
+
+    records: tuple[Workload, ...] = ()
+    if workloads is not None:
+        found, gang_pending = workloads.finish(namespace_teams, unassigned=UNASSIGNED)
+        records = tuple(found)
+        for namespace, demand in gang_pending.items():
+            if namespace not in pending:
+                allocated[namespace] = {}
+                pending[namespace] = {}
+            _add_into(pending[namespace], demand)
 
     namespaces: dict[str, NamespaceUsage] = {}
     team_allocated: dict[str, Resources] = {}
@@ -527,4 +553,6 @@ def aggregate(
         namespace_flavors=namespace_flavors,
         gpu_nodes=dict(sorted(gpu_nodes.items())),
         gpu_pods=tuple(sorted(gpu_pods, key=lambda p: (p.node, p.namespace, p.name, p.uid))),
+        workloads=records,
+        notes=tuple(workloads.notes) if workloads is not None else (),
     )

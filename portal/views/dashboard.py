@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from monitoring.choices import AlertStatus
 from monitoring.models import CapacitySnapshot, IdleGpuAlert, UsageSample
+from monitoring.workloads import dashboard_waiting_context
 from portal.previews import decimal_or_zero
 from quotas import services as quota_services
 from quotas.choices import QuotaRequestStatus
@@ -236,5 +237,6 @@ def home(request):
             "idle_alerts": idle_alerts,
             "last_sync": SyncRun.objects.order_by("-created", "-id").first(),
             "chart": {"charts": [chart]} if chart["labels"] else None,
+            **dashboard_waiting_context(teams),
         },
     )

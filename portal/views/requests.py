@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from monitoring.models import CapacitySnapshot
+from monitoring.workloads import admitting_change
 from portal.forms import NoteForm
 from portal.previews import fresh_whatif, present_whatif, request_preview, with_overlaps
 from quotas import services as quota_services
@@ -29,7 +30,7 @@ from quotas.forms import (
 )
 from quotas.models import AuditEvent, QuotaRequest, Team
 from quotas.overlaps import overlaps
-from quotas.quantities import GPU
+from quotas.quantities import GPU, format_quantity
 from quotas.querysets import is_site_admin
 from scheduling.visibility import share_slugs
 
@@ -87,6 +88,8 @@ def quotarequest_create(request, slug: str):
     team = _lead_team(request, slug)
     form, formset = _request_forms(request, team)
     whatif, hint, lines = None, "", None
+    if request.method == "GET" and request.GET.getlist("workload"):
+        form, formset, whatif = _prefill_from_workloads(request, team)
     if request.method == "POST" and formset.is_valid():
         lines, line_forms = formset.lines()
         whatif, hint = _line_preview(team, lines, viewer=request.user)
@@ -130,6 +133,37 @@ def quotarequest_create(request, slug: str):
             else [],
         },
     )
+
+
+def _prefill_from_workloads(request, team: Team):
+    """The request form bound to the smallest change admitting the selected waiting workloads
+    (``monitoring.workloads.admitting_change``), with its live preview already computed."""
+    ids = [int(v) for v in request.GET.getlist("workload") if v.isdigit()]
+    change = admitting_change(team, ids)
+    current = {q.resource: (q.guarantee, q.limit) for q in team.quotas.order_by("resource")}
+    data = {
+        "lines-TOTAL_FORMS": str(len(current) + 1),
+        "lines-INITIAL_FORMS": str(len(current)),
+        "lines-MIN_NUM_FORMS": "0",
+        "lines-MAX_NUM_FORMS": "64",
+        "justification": change.justification,
+        "tz": request.GET.get("tz", "UTC"),
+    }
+    for i, (resource, (guarantee, limit)) in enumerate(sorted(current.items())):
+        new_guarantee, new_limit = change.lines.get(resource, (guarantee, limit))
+        data[f"lines-{i}-guarantee"] = format_quantity(new_guarantee, resource)
+        data[f"lines-{i}-limit"] = "" if new_limit is None else format_quantity(new_limit, resource)
+    form = QuotaRequestForm(data)
+    formset = QuotaLineFormSet(data, current=current, prefix="lines")
+    whatif = None
+    if formset.is_valid():
+        lines, _ = formset.lines()
+        whatif, _hint = _line_preview(team, lines, viewer=request.user)
+    if not change.workloads:
+        messages.info(request, "None of the selected workloads waits any more.")
+    elif not change.lines:
+        messages.info(request, "The current quota already admits the selected workloads.")
+    return form, formset, whatif
 
 
 @login_required

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from monitoring.choices import AlertStatus, RollupPeriod
 from monitoring.models import UsageRollup, UsageSample
 from monitoring.services import current_gpu_alerts, month_to_date_hours
+from monitoring.workloads import team_workloads_context
 from quotas import members as member_services
 from quotas.access import get_team_for_user
 from quotas.exceptions import (
@@ -204,6 +205,7 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
         "parent_visible": team.parent_id is not None
         and Team.objects.visible_to(request.user).filter(pk=team.parent_id).exists(),
     }
+    context.update(team_workloads_context(team, sort=request.GET.get("wsort")))
     context.update(extra)
     return context
 

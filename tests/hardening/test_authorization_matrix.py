@@ -429,6 +429,7 @@ ROUTES: dict[str, Route] = {
         GET="401 403 403 403 403 403 403 403 403 403",
         POST=("401 403 403 403 403 403 403 403 403 ok", gpu_batch),
     ),
+    "monitoring-api:workload-list": r(GET=API_LIST),
     "monitoring-api:capacitysnapshot-list": r(GET=API_LIST),
     "monitoring-api:capacitysnapshot-latest": r(GET=API_LIST),
     "monitoring-api:capacitysnapshot-detail": r(

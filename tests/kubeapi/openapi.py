@@ -39,6 +39,7 @@ _PATCH_TYPES = (
 _CRDS = {
     "Queue": ("scheduling.volcano.sh_queues.yaml", "v1beta1"),
     "PodGroup": ("scheduling.volcano.sh_podgroups.yaml", "v1beta1"),
+    "Job": ("batch.volcano.sh_jobs.yaml", "v1alpha1"),
 }
 _CORE_GROUPS = {"": "core", "rbac.authorization.k8s.io": "rbac", "scheduling.k8s.io": "scheduling"}
 

@@ -19,6 +19,9 @@ What it imitates, with the upstream source (each function names its own):
 * Volcano: queue mutating and validating webhooks, the queue controller's ``spec.parent: root``
   and open state, PodGroup routing by the namespace annotation, job admission to leaf queues;
   Volcano's own ``root`` and ``default`` queues exist from the start (``volcano.py``);
+  PodGroups and Volcano Jobs validated against their CRD schemas (the verbatim copies of
+  ``/work/shared/schemas/volcano``); core/v1 Events with ``legacyValidateEvent``;
+* a cluster without Volcano's CRDs (``uninstall()``): 404 for the group's paths;
 * server-side apply with per-field ownership as structured-merge-diff tracks it: every map key
   is its own field (``f:spec: {f:hard: {f:requests.cpu: {}}}``), lists are atomic (all lists of
   the kinds served here are ``x-kubernetes-list-type: atomic``), conflicts are per field, fields
@@ -461,6 +464,9 @@ class FakeKubeApi:
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self.kubeconfig_path: str = ""
         self._clients: list[Any] = []
+        # API groups whose CRDs are "not installed": their paths answer 404 as an API server
+        # without the CRD does (no handler registered for the group/version). See uninstall().
+        self.uninstalled: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -557,6 +563,7 @@ class FakeKubeApi:
     def reset(self) -> None:
         """Fresh state: no objects but the default namespaces, no faults, zero counters."""
         self.faults.clear()
+        self.uninstalled.clear()
         self._wake_sleepers()
         self.store.clear()
         self.seed_namespaces()
@@ -663,6 +670,13 @@ class FakeKubeApi:
                 self.store.bulk_put(kind_name, objs)
         return sum(len(v) for v in by_kind.values())
 
+    def uninstall(self, *groups: str) -> None:
+        """Act as a cluster without these API groups' CRDs (e.g. ``"batch.volcano.sh"``): every
+        path of the group answers 404 "the server could not find the requested resource", as
+        kube-apiserver's ``NotFoundHandler`` does for an unregistered group/version.
+        ``reset()`` installs them again."""
+        self.uninstalled.update(groups)
+
     def fault(self, error: int | str, **match: Any) -> FaultRule:
         """Add a fault rule (see FaultRule); ``kind`` may be a kind name or plural."""
         if match.get("kind"):
@@ -739,6 +753,8 @@ class FakeKubeApi:
         else:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         kind = BY_PATH.get((group, version, plural))
+        if kind is not None and kind.group in self.uninstalled:
+            kind = None
         if kind is None or (namespace is not None and not kind.namespaced):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
 

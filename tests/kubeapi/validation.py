@@ -657,6 +657,32 @@ def _podgroup(obj: dict, **_: Any) -> list[Cause]:
     return _crd_causes(obj, "scheduling.volcano.sh_podgroups.yaml", "v1beta1")
 
 
+def _volcano_job(obj: dict, **_: Any) -> list[Cause]:
+    return _crd_causes(obj, "batch.volcano.sh_jobs.yaml", "v1alpha1")
+
+
+def _event(obj: dict, **_: Any) -> list[Cause]:
+    """``pkg/apis/core/validation/events.go`` ``legacyValidateEvent`` (core/v1 Events): the
+    involved object's namespace must be the event's (cluster-scoped objects: "" or
+    ``default``), and ``type``, when set, is ``Normal`` or ``Warning`` (``validEventType``)."""
+    causes: list[Cause] = []
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    involved = obj.get("involvedObject")
+    if not isinstance(involved, dict):
+        involved = {}
+    involved_ns = involved.get("namespace") or ""
+    if (involved_ns and involved_ns != namespace) or (
+        not involved_ns and namespace not in ("", "default")
+    ):
+        causes.append(
+            invalid("involvedObject.namespace", involved_ns, "does not match event.namespace")
+        )
+    kind = obj.get("type")
+    if kind not in (None, "", "Normal", "Warning"):
+        causes.append(unsupported("type", kind, ["Normal", "Warning"]))
+    return causes
+
+
 def _queue(obj: dict, **_: Any) -> list[Cause]:
     causes = _crd_causes(obj, "scheduling.volcano.sh_queues.yaml", "v1beta1")
     for name in ("capability", "deserved"):
@@ -687,6 +713,8 @@ _KIND_CHECKS = {
     "PriorityClass": _priority_class,
     "Queue": _queue,
     "PodGroup": _podgroup,
+    "Job": _volcano_job,
+    "Event": _event,
 }
 
 

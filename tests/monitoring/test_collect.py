@@ -87,10 +87,17 @@ def test_it_collects_nodes_and_live_pods_page_by_page(small_cluster):
         small_cluster.api_client(), {"team-a-ml": "team-a"}, page_size=2, stats=stats
     )
 
-    # 5 nodes in pages of 2 → 3 LISTs; 9 live pods (2 finished ones filtered server-side) → 5.
-    assert small_cluster.counts == {("list", "Node"): 3, ("list", "Pod"): 5}
+    # 5 nodes in pages of 2 → 3 LISTs; 9 live pods (2 finished ones filtered server-side) → 5;
+    # one (empty) LIST each of the workload kinds.
+    assert small_cluster.counts == {
+        ("list", "Node"): 3,
+        ("list", "Pod"): 5,
+        ("list", "Job"): 1,
+        ("list", "PodGroup"): 1,
+        ("list", "Event"): 1,
+    }
     assert small_cluster.writes() == 0
-    assert stats == {"nodes": 5, "pods": 9}
+    assert stats == {"nodes": 5, "pods": 9, "podgroups": 0, "vcjobs": 0, "events": 0}
     assert usage.capacity[GPU] == 16
     assert usage.capacity["cpu"] == 64 * 3
     assert usage.excluded_nodes == ("cpu-2", "gpu-3")
@@ -112,7 +119,9 @@ def test_it_restarts_the_listing_after_a_transient_error(small_cluster):
     usage = k8s_usage.collect(small_cluster.api_client(), {}, page_size=100)
 
     assert usage.pod_counts["allocated"] == 8
-    assert small_cluster.counts == {("list", "Node"): 2, ("list", "Pod"): 2}
+    assert small_cluster.counts[("list", "Node")] == 2
+    assert small_cluster.counts[("list", "Pod")] == 2
+    assert small_cluster.counts[("list", "PodGroup")] == 2  # the whole observation restarts
 
 
 def test_it_gives_up_when_the_api_keeps_failing(small_cluster):
@@ -284,3 +293,99 @@ def test_the_collect_task_stores_the_demo_snapshot(cast, settings):
     snapshot = CapacitySnapshot.objects.get(pk=result["snapshot"])
     assert snapshot.resources[GPU] == "1000"
     assert result["samples"] == UsageSample.objects.filter(taken_at=snapshot.taken_at).count()
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+def gang_objects():
+    podgroup = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "train-1234",
+            "namespace": "team-a-ml",
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "Job",
+                    "name": "train",
+                    "uid": "1234",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"minMember": 4, "queue": "team-a"},
+        "status": {"phase": "Pending"},
+    }
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "team-a-ml"},
+        "spec": {"minAvailable": 4, "queue": "team-a", "tasks": []},
+    }
+    pods = []
+    for i in range(4):
+        p = pod(f"train-worker-{i}", "team-a-ml", {GPU: "8"}, phase="Pending")
+        p["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "train-1234"}
+        pods.append(p)
+    event = {
+        "kind": "Event",
+        "metadata": {"name": "web.1", "namespace": "team-b-ml"},
+        "involvedObject": {"kind": "ReplicaSet", "name": "web-5f6", "namespace": "team-b-ml"},
+        "type": "Warning",
+        "reason": "FailedCreate",
+        "message": 'Error creating: pods "web-5f6-x" is forbidden: exceeded quota: fairshare, '
+        "requested: requests.cpu=2, used: requests.cpu=8, limited: requests.cpu=8",
+    }
+    return [podgroup, job, *pods, event]
+
+
+def test_it_collects_podgroups_jobs_and_events_into_workloads(small_cluster):
+    small_cluster.load(gang_objects())
+    stats = {}
+
+    usage = k8s_usage.collect(
+        small_cluster.api_client(), {"team-a-ml": "team-a"}, page_size=2, stats=stats
+    )
+
+    assert stats["podgroups"] == 1 and stats["vcjobs"] == 1 and stats["events"] == 1
+    workloads = {(w.kind, w.name): w for w in usage.workloads}
+    gang = workloads[("VolcanoJob", "train")]
+    assert (gang.team, gang.queue, gang.gang_size, gang.gpus, gang.phase) == (
+        "team-a",
+        "team-a",
+        4,
+        32,
+        "Pending",
+    )
+    refused = workloads[("ReplicaSet", "web-5f6")]
+    assert refused.signal.code == "quota"
+    # the gang's 32 GPUs, plus the one pod pending on its own ("queued", 4 GPUs)
+    assert usage.namespaces["team-a-ml"].pending == {GPU: 36}
+    assert usage.notes == ()
+
+
+def test_it_collects_without_volcano_and_says_so(small_cluster):
+    small_cluster.uninstall("scheduling.volcano.sh", "batch.volcano.sh")
+
+    usage = k8s_usage.collect(small_cluster.api_client(), {}, page_size=100)
+
+    assert usage.pod_counts["allocated"] == 8
+    assert len(usage.notes) == 2
+    assert "PodGroup CRD" in usage.notes[1]
+    assert ("Pod", "queued") in {(w.kind, w.name) for w in usage.workloads}
+
+
+def test_snapshot_mode_reads_podgroups_jobs_and_events(tmp_path):
+    path = tmp_path / "cluster.json"
+    items = [node("gpu-1", gpus=8, product=H100), *gang_objects()]
+    path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
+    stats = {}
+
+    usage = k8s_usage.from_snapshot(path, {"team-a-ml": "team-a"}, stats=stats)
+
+    assert stats["podgroups"] == 1 and stats["events"] == 1
+    assert usage.namespaces["team-a-ml"].pending == {GPU: 32}
+    kinds = {(w.kind, w.name) for w in usage.workloads}
+    assert kinds == {("VolcanoJob", "train"), ("ReplicaSet", "web-5f6")}

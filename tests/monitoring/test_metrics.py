@@ -183,7 +183,7 @@ def test_a_scrape_runs_the_same_number_of_queries_for_more_teams(world, cast):
     with CaptureQueriesContext(connection) as after:
         list(build_registry().collect())
 
-    assert len(after.captured_queries) == len(before.captured_queries) == 15
+    assert len(after.captured_queries) == len(before.captured_queries) == 16
 
 
 # ---------------------------------------------------------------- per GPU
@@ -466,3 +466,45 @@ def test_the_grafana_dashboard_uses_only_exported_metrics(client, world):
     assert {"GPU utilization per GPU", "GPU memory used per GPU", "GPU temperature per GPU"} <= set(
         titles
     )
+
+
+# ---------------------------------------------------------------- workloads
+
+
+def test_it_exports_pending_workloads_and_gpus_per_team_and_queue(cast, client):
+    from monitoring.models import Workload
+
+    now = timezone.now()
+    old = now - timedelta(minutes=1)
+    for taken_at, team, name, queue, gpus, waiting in (
+        (old, cast.team_a, "stale", "team-a", 64, True),  # an older collection: not counted
+        (now, cast.team_a, "big", "team-a", 32, True),
+        (now, cast.team_a, "small", "team-a", 8, True),
+        (now, cast.team_a, "running", "team-a", 16, False),
+        (now, cast.team_b, "web", "", 2, True),
+        (now, None, "stray", "", 1, True),
+    ):
+        Workload.objects.create(
+            taken_at=taken_at,
+            team=team,
+            namespace="ns",
+            name=name,
+            kind="PodGroup",
+            queue=queue,
+            gpus=gpus,
+            waiting_gpus=gpus if waiting else 0,
+            phase="Pending" if waiting else "Running",
+            waiting=waiting,
+        )
+
+    values = scrape(client, REMOTE_ADDR="127.0.0.1")
+
+    count = {k[1]: v for k, v in values.items() if k[0] == "fairshare_pending_workloads"}
+    gpus = {k[1]: v for k, v in values.items() if k[0] == "fairshare_pending_workload_gpus"}
+    assert count == {
+        key("x", queue="team-a", team="team-a")[1]: 2,
+        key("x", queue="", team="team-b")[1]: 1,
+        key("x", queue="", team="unassigned")[1]: 1,
+    }
+    assert gpus[key("x", queue="team-a", team="team-a")[1]] == 40
+    assert gpus[key("x", queue="", team="team-b")[1]] == 2

@@ -54,6 +54,8 @@ def test_it_defines_a_service_account_bound_to_its_cluster_role(documents):
 def test_the_cluster_role_grants_exactly_what_fairshare_needs(documents):
     expected = (
         expand("", ["pods", "nodes"], READ)
+        # The workload collector: quota refusals are Warning events (list, nothing more).
+        | expand("", ["events"], ["list"])
         | expand("", ["namespaces", "resourcequotas", "limitranges"], MANAGE)
         | expand("rbac.authorization.k8s.io", ["roles", "rolebindings"], MANAGE)
         | expand("scheduling.k8s.io", ["priorityclasses"], MANAGE)
