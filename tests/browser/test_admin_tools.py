@@ -80,7 +80,7 @@ def test_an_admin_sets_a_limit_directly_with_the_preview(page, app):
     page.goto(app("/teams/team-a/quota/"))
     type_like_a_person(page, "#id_lines-0-limit", "64")
     type_like_a_person(page, "#id_note", "Capacity review: room for the sweep.")
-    preview.get_by_text("team-a: fair allocation").wait_for()
+    preview.get_by_text("What team-a gets").wait_for()
     settle(page)
     screenshot(page, "quota-edit")
     assert_clean(page)

@@ -65,7 +65,7 @@ def test_the_edit_preview_shows_the_effect_and_writes_nothing(client, cast):
         reverse("portal:quota_edit_preview", args=["team-a"]), edit_form(guarantee="40", limit="60")
     )
     assert response.status_code == 200
-    assert "team-a: fair allocation" in response.content.decode()
+    assert "What team-a gets" in response.content.decode()
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
 
 
