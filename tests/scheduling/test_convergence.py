@@ -140,13 +140,28 @@ def test_a_workload_in_a_team_namespace_lands_in_the_team_queue(cluster):
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
         "metadata": {"name": "train"},
-        "spec": {"queue": "ai-research", "minAvailable": 1, "tasks": []},
+        "spec": {
+            "queue": "ai-research",
+            "minAvailable": 1,
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "train", "image": "trainer:1"}],
+                        }
+                    },
+                }
+            ],
+        },
     }
     with pytest.raises(ApiException) as exc:
         custom.create_namespaced_custom_object(
             "batch.volcano.sh", "v1alpha1", "research-ml", "jobs", job
         )
-    assert exc.value.status == 400
+    assert exc.value.status == 400, exc.value.body
     assert "can only submit job to leaf queue" in exc.value.body
     job["spec"]["queue"] = "research-team"
     custom.create_namespaced_custom_object(
