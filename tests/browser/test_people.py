@@ -18,7 +18,7 @@ from quotas.models import QuotaRequest, Team, TeamQuota
 from scheduling.exceptions import ShareProblemError
 from scheduling.services import compute_shares
 from tests.base import GPU, PASSWORD, make_cast
-from tests.browser.conftest import assert_clean, screenshot, sign_in, sign_out
+from tests.browser.conftest import assert_clean, publish, screenshot, sign_in, sign_out
 from tests.browser.test_scenario import settle, type_like_a_person
 
 pytestmark = pytest.mark.browser
@@ -51,6 +51,7 @@ def test_an_over_limit_approval_is_refused_with_a_clear_message(page, app):
     assert "ai-research's limit is 208 GPUs; its teams would be guaranteed 664 GPUs." in text
     assert "ai-research's limit is 208 GPUs; research-team's limit would be 700 GPUs" in text
     screenshot(page, "approval-refused")
+    publish("approval-refused")
     assert_clean(page)
     request.refresh_from_db()
     assert request.status == QuotaRequestStatus.PENDING
@@ -89,6 +90,7 @@ def test_a_failed_computation_shows_a_banner_in_plain_words(page, app):
     assert why in banner.inner_text()
     assert "Fix the quotas named above" in banner.inner_text()
     screenshot(page, "stale-shares-banner")
+    publish("stale-shares-banner")
     assert_clean(page)
 
 
@@ -120,6 +122,7 @@ def test_the_preview_shows_what_a_guarantee_buys_under_contention(page, app):
     assert "the cluster has spare GPUs: you get your whole demand" in preview.inner_text()
     assert "906." not in preview.inner_text()
     screenshot(page, "contention-preview")
+    publish("contention-preview")
 
     # An invalid amount is highlighted live, by the preview.
     type_like_a_person(page, "#id_lines-0-limit", "lots")
@@ -171,6 +174,7 @@ def test_overlapping_requests_are_flagged_and_a_decision_updates_the_other(page,
     window = item_1.locator(".window").inner_text()
     assert "–" in window  # the whole window, start and end
     screenshot(page, "queue-overlap")
+    publish("queue-overlap")
     item_1.get_by_role("button", name="Approve").click()
     page.get_by_text(f"Request #{first.pk} for team-a approved.").wait_for()
 
