@@ -37,6 +37,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -64,19 +65,72 @@ from monitoring.models import CapacitySnapshot  # noqa: E402
 from quotas.models import Membership, Namespace, Team, TeamQuota  # noqa: E402
 from quotas.services import LineInput, approve_request, submit_request  # noqa: E402
 from scheduling.choices import SyncStatus  # noqa: E402
-from scheduling.k8s.client import build_api_client  # noqa: E402
+from scheduling.domain.render import LABEL_TEAM  # noqa: E402
+from scheduling.k8s.client import build_api_client, kind_info, request_json  # noqa: E402
+from scheduling.k8s.errors import K8sNotFound  # noqa: E402
 from scheduling.models import SyncRun  # noqa: E402
 from scheduling.sync import create_run, run_sync  # noqa: E402
 from scheduling.watch import DriftWatcher  # noqa: E402
 from tests.kubeapi.server import FakeKubeApi  # noqa: E402
 
 GPU = "nvidia.com/gpu"
+POLL = 0.01  # seconds between two looks at the fake API server
 KEY = f"requests.{GPU}"
 
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+class RemoteFake:
+    """The fake API server in a process of its own (``python -m tests.kubeapi``), as a real API
+    server is: its CPU is not this process's, and its threads do not share this interpreter's
+    lock with the sync's writers. Read over HTTP; requests are counted from its ``/metrics``."""
+
+    def __init__(self) -> None:
+        self.kubeconfig_path = str(Path(tempfile.mkdtemp(prefix="fake-kube-")) / "kubeconfig")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.kubeapi", "--kubeconfig", self.kubeconfig_path],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.process.stdout.readline()  # "fake Kubernetes API server at URL"
+        self.process.stdout.readline()  # "kubeconfig: PATH"
+        self.client = build_api_client("kubeconfig", kubeconfig=self.kubeconfig_path, timeout=60)
+        self.baseline: Counter = Counter()
+
+    def _metrics(self) -> Counter:
+        response = self.client.call_api("GET", self.client.configuration.host + "/metrics")
+        counts: Counter = Counter()
+        for line in response.read().decode().splitlines():
+            if line.startswith("apiserver_request_total{"):
+                labels, value = line[len("apiserver_request_total{") :].split("} ")
+                parts = dict(item.split("=", 1) for item in labels.split(","))
+                counts[(parts["verb"].strip('"').lower(), parts["kind"].strip('"'))] += int(value)
+        return counts
+
+    @property
+    def counts(self) -> Counter:
+        return self._metrics() - self.baseline
+
+    def reset_counts(self) -> None:
+        self.baseline = self._metrics()
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        try:
+            return request_json(self.client, "GET", kind_info(kind).path(namespace, name))
+        except K8sNotFound:
+            return None
+
+    def api_client(self):
+        return build_api_client("kubeconfig", kubeconfig=self.kubeconfig_path, timeout=60)
+
+    def close(self) -> None:
+        self.client.close()
+        self.process.terminate()
+        self.process.wait(timeout=10)
 
 
 def writes(counts: Counter) -> int:
@@ -96,10 +150,20 @@ def full_sync(api_client, server: FakeKubeApi, title: str) -> None:
     )
 
 
-def team_gpus(server: FakeKubeApi, namespaces: list[str]) -> Decimal:
+def team_gpus(server, namespaces: list[str], team: str) -> Decimal:
     total = Decimal(0)
-    for name in namespaces:
-        quota = server.get("ResourceQuota", "fairshare", name)
+    if isinstance(server, RemoteFake):
+        # One LIST by label instead of a GET per namespace: the poll stays light.
+        page = request_json(
+            server.client,
+            "GET",
+            kind_info("ResourceQuota").path(),
+            query={"labelSelector": f"{LABEL_TEAM}={team}"},
+        )
+        quotas = [q for q in page["items"] if q["metadata"]["name"] == "fairshare"]
+    else:
+        quotas = [server.get("ResourceQuota", "fairshare", name) for name in namespaces]
+    for quota in quotas:
         if quota is not None:
             total += Decimal(quota["spec"]["hard"].get(KEY, "0"))
     return total
@@ -110,7 +174,7 @@ def wait_for(predicate, timeout: float) -> float | None:
     while time.perf_counter() - started < timeout:
         if predicate():
             return time.perf_counter() - started
-        time.sleep(0.005)
+        time.sleep(POLL)
     return None
 
 
@@ -151,7 +215,7 @@ class Approvals:
         approve_request(request_id, approver=self.admin)
 
     def applied(self, team: Team, limit: Decimal) -> bool:
-        return team_gpus(self.server, self.namespaces[team.pk]) == limit
+        return team_gpus(self.server, self.namespaces[team.pk], team.slug) == limit
 
 
 def start_worker(server: FakeKubeApi) -> subprocess.Popen:
@@ -184,6 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--approvals", type=int, default=20)
     parser.add_argument("--burst", type=int, default=10)
     parser.add_argument("--edits", type=int, default=5)
+    parser.add_argument(
+        "--server",
+        choices=("process", "thread"),
+        default="process",
+        help="the fake API server in a process of its own (default) or in a thread of this one",
+    )
     args = parser.parse_args(argv)
     broker = str(settings.CELERY_BROKER_URL)
     if not broker.startswith("redis://"):
@@ -206,8 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"{Team.objects.count()} teams, {Namespace.objects.count()} namespaces")
 
-    server = FakeKubeApi().start()
-    server.reset()
+    if args.server == "process":
+        server = RemoteFake()
+    else:
+        server = FakeKubeApi().start()
+        server.reset()
     os.environ["FAIRSHARE_CLUSTER"] = f"kubeconfig:{server.kubeconfig_path}"
     settings.FAIRSHARE_CLUSTER = os.environ["FAIRSHARE_CLUSTER"]
     api_client = build_api_client("kubeconfig", kubeconfig=server.kubeconfig_path, timeout=60)

@@ -333,6 +333,9 @@ FAIRSHARE_CLUSTER = env_cluster(
 )
 FAIRSHARE_KUBE_TIMEOUT = env_int("FAIRSHARE_KUBE_TIMEOUT", 30, min_value=1)
 FAIRSHARE_SYNC_PRUNE_NAMESPACES = env_bool("FAIRSHARE_SYNC_PRUNE_NAMESPACES", False)
+# Concurrent writers of a sync: the units of one wave (same kind and Queue depth) go out this
+# many at a time (1: one write after another).
+FAIRSHARE_SYNC_WORKERS = env_int("FAIRSHARE_SYNC_WORKERS", 8, min_value=1)
 FAIRSHARE_SYNC_LOCK_TIMEOUT = env_int("FAIRSHARE_SYNC_LOCK_TIMEOUT", 900, min_value=30)
 FAIRSHARE_SYNC_HISTORY_DAYS = env_int("FAIRSHARE_SYNC_HISTORY_DAYS", 14, min_value=1)
 FAIRSHARE_SHARE_HISTORY_DAYS = env_int("FAIRSHARE_SHARE_HISTORY_DAYS", 90, min_value=1)

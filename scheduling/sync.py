@@ -82,7 +82,9 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import socket
+import threading
 import time
 import uuid
 from collections import Counter
@@ -105,7 +107,8 @@ from scheduling.domain.plan import (
     Change,
     FieldDiff,
     Step,
-    apply_steps,
+    apply_waves,
+    creation_diff,
     diff_object,
     plan,
     render_diff,
@@ -549,9 +552,7 @@ def _visible(diffs: Sequence[FieldDiff]) -> tuple[FieldDiff, ...]:
 
 def _readable_diff(change: Change, drift: Sequence[FieldDiff]) -> str:
     if change.op == "create" and change.body is not None:
-        body = _without_last_applied(change.body)
-        empty = {"kind": change.kind, "metadata": {}}
-        diffs = diff_object(body, empty, parse_quantity=_parse_quantity)
+        diffs = _visible(creation_diff(change.body))
         shown = Change("create", change.kind, change.namespace, change.name, None, diffs)
         text = render_diff(shown)
     else:
@@ -616,6 +617,98 @@ def _execute(api_client: Any, step: Step, outcome: _Outcome) -> None:
     retry(lambda: server_side_apply(api_client, body))
 
 
+def _write_unit(api_client: Any, unit: Sequence[Step], outcome: _Outcome) -> list[Exception | None]:
+    """Carry out a unit's writes in order (in a writer thread: HTTP only, no database); one
+    result per write attempted, None for success, and nothing after the first failure."""
+    results: list[Exception | None] = []
+    for step in unit:
+        try:
+            _execute(api_client, step, outcome)
+        except (K8sError, ValueError) as e:
+            results.append(e)
+            break
+        results.append(None)
+    return results
+
+
+class _Writers:
+    """``size`` writer threads that carry out units (HTTP only, no database) and hand back
+    their results; the calling thread keeps every outcome, the streak and the progress."""
+
+    def __init__(self, api_client: Any, size: int) -> None:
+        self.api_client = api_client
+        self.todo: queue.SimpleQueue = queue.SimpleQueue()
+        self.done: queue.SimpleQueue = queue.SimpleQueue()
+        self.cancelled = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._work, name=f"sync-write-{i}", daemon=True)
+            for i in range(size)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _work(self) -> None:
+        while (item := self.todo.get()) is not None:
+            unit, outcome = item
+            results = [] if self.cancelled.is_set() else _write_unit(self.api_client, unit, outcome)
+            self.done.put((unit, results))
+
+    def run(self, wave: Sequence[Sequence[Step]], outcomes: Mapping[int, _Outcome]) -> Iterator:
+        """Send the wave's units out; yield ``(unit, results)`` as they finish."""
+        count = 0
+        for unit in wave:
+            self.todo.put((unit, outcomes[id(unit[0].change)]))
+            count += 1
+        for _ in range(count):
+            yield self.done.get()
+
+    def close(self) -> None:
+        self.cancelled.set()
+        for _ in self.threads:
+            self.todo.put(None)
+        for thread in self.threads:
+            thread.join()
+
+
+def _apply_wave(
+    writers: _Writers,
+    wave: Sequence[Sequence[Step]],
+    outcomes: Mapping[int, _Outcome],
+    remaining: Counter,
+    tally: _Tally,
+    total: int,
+    progress: _Progress,
+) -> None:
+    """Carry out one wave's units concurrently and take in their results as they finish."""
+    pending = []
+    for unit in wave:
+        if outcomes[id(unit[0].change)].action == SyncAction.FAILED:
+            remaining[id(unit[0].change)] -= len(unit)
+        else:
+            pending.append(unit)
+    for unit, results in writers.run(pending, outcomes):
+        outcome = outcomes[id(unit[0].change)]
+        remaining[id(unit[0].change)] -= len(unit)
+        for error in results:
+            if error is None:
+                tally.no_answer_streak = 0
+                continue
+            outcome.action = SyncAction.FAILED
+            outcome.error = str(error)
+            no_answer = isinstance(error, K8sTransient) and error.status is None
+            tally.no_answer_streak = tally.no_answer_streak + 1 if no_answer else 0
+            log.warning("sync run #%s: %s failed: %s", progress.run.pk, outcome.diff, error)
+            if tally.no_answer_streak >= UNREACHABLE_AFTER:
+                raise K8sTransient(
+                    f"Kubernetes API unreachable: {UNREACHABLE_AFTER} objects in a row got "
+                    f"no answer (last: {error}). {tally.applied} of {total} changes "
+                    "were applied before that; the next sync re-plans from the live state."
+                ) from error
+        if outcome.action != SyncAction.FAILED and remaining[id(unit[0].change)] == 0:
+            tally.applied += 1
+        progress.beat()
+
+
 def _apply_all(
     api_client: Any,
     changes: Sequence[Change],
@@ -626,12 +719,15 @@ def _apply_all(
 ) -> list[_Outcome]:
     """Apply (or, for a dry run, only describe) every change; per-object failures are kept.
 
-    The writes go in ``apply_steps`` order (Queue decreases first, children before parents;
+    The writes go in ``apply_waves`` order (Queue decreases first, children before parents;
     then everything else in dependency order; then the remaining prunes), so that every
-    intermediate state passes Volcano's webhook. A change with several writes (an interim
-    shrink, a delete before a re-create) is one outcome; once one of its writes failed, the
-    others are skipped. Raises K8sTransient when the API server stops answering altogether
-    (UNREACHABLE_AFTER writes in a row with no HTTP answer).
+    intermediate state passes Volcano's webhook. The units of a wave (same kind, same Queue
+    depth, same stage) go out concurrently, ``FAIRSHARE_SYNC_WORKERS`` at a time, as a
+    controller's workers would: a first sync of thousands of objects is bounded by the round
+    trip, not by their number. A change with several writes (an interim shrink, a delete
+    before a re-create) is one outcome; once one of its writes failed, the others are skipped.
+    Raises K8sTransient when the API server stops answering altogether (UNREACHABLE_AFTER
+    writes in a row with no HTTP answer).
     """
     tally = _Tally()
     outcomes: dict[int, _Outcome] = {}
@@ -642,34 +738,15 @@ def _apply_all(
         outcome.diff = _readable_diff(change, drift) if change.op != "unchanged" else ""
         outcomes[id(change)] = outcome
     if not dry_run:
-        steps = apply_steps(changes)
-        remaining = {id(c): 0 for c in changes}
-        for step in steps:
-            remaining[id(step.change)] += 1
-        for step in steps:
-            outcome = outcomes[id(step.change)]
-            remaining[id(step.change)] -= 1
-            if outcome.action == SyncAction.FAILED:
-                continue
-            try:
-                _execute(api_client, step, outcome)
-            except (K8sError, ValueError) as e:
-                outcome.action = SyncAction.FAILED
-                outcome.error = str(e)
-                no_answer = isinstance(e, K8sTransient) and e.status is None
-                tally.no_answer_streak = tally.no_answer_streak + 1 if no_answer else 0
-                log.warning("sync run #%s: %s failed: %s", progress.run.pk, outcome.diff, e)
-                if tally.no_answer_streak >= UNREACHABLE_AFTER:
-                    raise K8sTransient(
-                        f"Kubernetes API unreachable: {UNREACHABLE_AFTER} objects in a row got "
-                        f"no answer (last: {e}). {tally.applied} of {len(changes)} changes "
-                        "were applied before that; the next sync re-plans from the live state."
-                    ) from e
-            else:
-                tally.no_answer_streak = 0
-                if remaining[id(step.change)] == 0:
-                    tally.applied += 1
-            progress.beat()
+        waves = apply_waves(changes)
+        remaining = Counter(id(step.change) for wave in waves for unit in wave for step in unit)
+        workers = max(1, int(getattr(settings, "FAIRSHARE_SYNC_WORKERS", 8)))
+        writers = _Writers(api_client, workers)
+        try:
+            for wave in waves:
+                _apply_wave(writers, wave, outcomes, remaining, tally, len(changes), progress)
+        finally:
+            writers.close()
     for change in changes:
         tally.outcomes.append(outcomes[id(change)])
         progress.step()
@@ -803,7 +880,12 @@ def _cluster_mode() -> tuple[str, str]:
 def _build_client() -> Any:
     mode, arg = _cluster_mode()
     timeout = float(getattr(settings, "FAIRSHARE_KUBE_TIMEOUT", 30))
-    return build_api_client(mode, kubeconfig=arg or None, timeout=(min(5.0, timeout), timeout))
+    return build_api_client(
+        mode,
+        kubeconfig=arg or None,
+        timeout=(min(5.0, timeout), timeout),
+        pool_size=int(getattr(settings, "FAIRSHARE_SYNC_WORKERS", 8)),
+    )
 
 
 # --------------------------------------------------------------------------- recording

@@ -56,7 +56,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal
 
-from scheduling.domain.render import LABEL_MANAGED_BY, MANAGER, object_key, sort_key
+from scheduling.domain.render import KIND_ORDER, LABEL_MANAGED_BY, MANAGER, object_key, sort_key
 
 __all__ = [
     "ATOMIC_LISTS",
@@ -68,6 +68,8 @@ __all__ = [
     "Op",
     "Step",
     "apply_steps",
+    "apply_waves",
+    "creation_diff",
     "diff_object",
     "field_leaves",
     "fields_v1_leaves",
@@ -451,6 +453,38 @@ def diff_object(
     return tuple(diffs)
 
 
+def creation_diff(desired: Mapping[str, Any]) -> tuple[FieldDiff, ...]:
+    """The field diffs of creating ``desired``: ``(none) -> value`` for every field we own.
+
+    The same as ``diff_object(desired, {"kind": ..., "metadata": {}})``, walked directly: a
+    first sync lists thousands of creates, and comparing each with nothing costs more than the
+    request that creates it.
+    """
+    want = server_defaults(desired)
+    diffs: list[FieldDiff] = []
+
+    def walk(value: Any, path: Path) -> None:
+        if _absent(value):
+            return
+        if isinstance(value, Mapping):
+            for key in sorted(value):
+                walk(value[key], (*path, key))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, (*path, index))
+        else:
+            diffs.append(FieldDiff(_format_path(path), None, value))
+
+    for path in sorted(field_leaves(want, str(desired["kind"])), key=_path_order):
+        value = _get(want, path)
+        if path[0] == "metadata":
+            if value is not None:
+                diffs.append(FieldDiff(".".join(str(p) for p in path), None, value))
+            continue
+        walk(value, path)
+    return tuple(diffs)
+
+
 def _path_order(path: Path) -> tuple[int, Path]:
     # metadata first, then the rest in path order (stable, readable diffs)
     return (0 if path[0] == "metadata" else 1, tuple(str(p) for p in path))
@@ -761,36 +795,65 @@ def apply_steps(changes: Sequence[Change]) -> list[Step]:
        children waits until they moved away).
 
     An update touching an immutable field is a delete then an apply (``needs_replace``).
-    Unchanged objects produce no step. Deterministic.
+    Unchanged objects produce no step. Deterministic. The same writes as
+    :func:`apply_waves`, one after the other.
     """
-    early: list[tuple[tuple[int, str], list[Step]]] = []
-    main: list[Step] = []
-    late: list[Step] = []
+    return [step for wave in apply_waves(changes) for unit in wave for step in unit]
+
+
+def apply_waves(changes: Sequence[Change]) -> list[list[tuple[Step, ...]]]:
+    """The writes of :func:`apply_steps` in *waves* that concurrent writers may carry out.
+
+    A wave is a list of units; a unit is the writes of one change that must follow each other
+    (a delete before a re-create). Units of one wave are independent of each other — the same
+    kind at the same Queue depth in the same stage: siblings, never a parent and its child, never
+    a namespaced object and its Namespace — so they may go out in any order or all at once. Every
+    wave must be finished before the next starts; that keeps the order of kinds, depths and
+    stages of :func:`apply_steps` and with it every rule that order exists for (Volcano's
+    hierarchy checks at every intermediate state; a Role before the RoleBindings that refer to
+    it, as RBAC's escalation check in the API server resolves the Role being bound).
+    """
+    early: dict[int, list[tuple[str, tuple[Step, ...]]]] = {}
+    main: dict[tuple[int, int], list[tuple[Step, ...]]] = {}
+    late: dict[tuple[int, int], list[tuple[Step, ...]]] = {}
+    depths = _depths(
+        {c.name: _parent(c.body) for c in changes if c.kind == "Queue" and c.body is not None}
+    )
+
+    def rank(change: Change) -> tuple[int, int]:
+        level = depths.get(change.name, 0) if change.kind == "Queue" else 0
+        return KIND_ORDER.get(change.kind, len(KIND_ORDER)), level
+
     for change in changes:
-        order = (-change.live_depth, change.name)
         if change.op == "unchanged":
             continue
+        stage = early.setdefault(-change.live_depth, [])
         if change.op == "prune":
             delete = Step(change, "delete", None)
             if change.kind == "Queue" and change.stage == "shrink":
-                early.append((order, [delete]))
+                stage.append((change.name, (delete,)))
                 continue
             if change.interim is not None:
-                early.append((order, [Step(change, "apply", change.interim)]))
-            late.append(delete)
+                stage.append((change.name, (Step(change, "apply", change.interim),)))
+            late.setdefault(rank(change), []).append((delete,))
             continue
-        writes = []
+        writes: tuple[Step, ...] = (Step(change, "apply", change.body),)
         if change.needs_replace:
-            writes.append(Step(change, "delete", None))
-        writes.append(Step(change, "apply", change.body))
+            writes = (Step(change, "delete", None), *writes)
         if change.interim is not None and change.stage == "shrink":
-            early.append((order, writes))
+            stage.append((change.name, writes))
             continue
         if change.interim is not None:
-            early.append((order, [Step(change, "apply", change.interim)]))
-        main.extend(writes)
-    early.sort(key=lambda item: item[0])
-    return [step for _, steps in early for step in steps] + main + late
+            stage.append((change.name, (Step(change, "apply", change.interim),)))
+        main.setdefault(rank(change), []).append(writes)
+    waves: list[list[tuple[Step, ...]]] = [
+        [unit for _, unit in sorted(early[depth], key=lambda item: item[0])]
+        for depth in sorted(early)
+        if early[depth]
+    ]
+    waves += [main[key] for key in sorted(main)]
+    waves += [late[key] for key in sorted(late, reverse=True)]
+    return waves
 
 
 # ---------------------------------------------------------------- display

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,6 +103,7 @@ def build_api_client(
     kubeconfig: str | None = None,
     context: str | None = None,
     timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
+    pool_size: int = 16,
 ) -> ApiClient:
     """Build the API client for ``mode``: ``kubeconfig`` or ``in-cluster``.
 
@@ -136,9 +139,49 @@ def build_api_client(
     # One request per call: retrying is call_with_retry's job, and urllib3 would otherwise
     # silently retry idempotent calls and sleep through Retry-After on its own.
     configuration.retries = False
+    # Enough pooled connections for the sync's concurrent writers (urllib3 opens more when all
+    # are busy but only keeps this many).
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, pool_size)
+    _throttle_refresh(configuration)
     api_client = ApiClient(configuration, timeout=timeout)
     api_client.user_agent = "fairshare"
     return api_client
+
+
+#: How often the credential loader's refresh hook may run (seconds).
+REFRESH_INTERVAL = 1.0
+
+
+def _throttle_refresh(configuration: k8s_client.Configuration) -> None:
+    """Run the credential loader's refresh hook at most once per ``REFRESH_INTERVAL``.
+
+    ``load_kube_config`` installs a hook that ``Configuration.get_api_key_with_prefix`` calls on
+    every request; besides renewing an expired exec/auth-provider token, it re-sets ``host``,
+    which re-reads the whole proxy environment (``urllib.request.getproxies_environment``):
+    about 0.3 ms a request, a fifth of a first sync's client time. Once a second still renews a
+    token well before any issuer's lifetime runs out (client-go's exec plugin refreshes on
+    expiry, too).
+    """
+    if configuration.refresh_api_key_hook is None:
+        return
+    inner = [configuration.refresh_api_key_hook]
+    last = [float("-inf")]
+    lock = threading.Lock()
+
+    def throttled(config: k8s_client.Configuration) -> None:
+        now = time.monotonic()
+        with lock:
+            if now - last[0] < REFRESH_INTERVAL:
+                return
+            last[0] = now
+            inner[0](config)
+            # The loader's hook installs itself again each time it runs: keep it wrapped.
+            current = config.refresh_api_key_hook
+            if current is not None and current is not throttled:
+                inner[0] = current
+                config.refresh_api_key_hook = throttled
+
+    configuration.refresh_api_key_hook = throttled
 
 
 def request_json(
@@ -158,6 +201,11 @@ def request_json(
     if body is not None:
         headers["Content-Type"] = content_type
     params = [(k, v) for k, v in (query or {}).items() if v is not None]
+    if isinstance(body, (dict, list)) and "yaml" in content_type:
+        # A YAML body (server-side apply) is serialised here, once, as compact JSON (valid YAML):
+        # the client's sanitize_for_serialization walk and its own json.dumps cost more than
+        # the request on a large sync. (The client sends str/bytes bodies as they are.)
+        body = json.dumps(body, separators=(",", ":")).encode()
     request = api_client.param_serialize(
         method=method,
         resource_path=path,

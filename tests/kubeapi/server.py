@@ -457,6 +457,11 @@ class FakeKubeApi:
         # Watch: seconds between bookmarks on an idle stream, and the default stream length.
         self.bookmark_interval = 1.0
         self.watch_timeout = 60.0
+        # Seconds every write takes (a real API server's round trip to etcd), and the most
+        # requests (watches aside) that were being served at once: tests of concurrent writers.
+        self.write_latency = 0.0
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._server: _HttpServer | None = None
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
@@ -564,6 +569,7 @@ class FakeKubeApi:
         """Fresh state: no objects but the default namespaces, no faults, zero counters."""
         self.faults.clear()
         self.uninstalled.clear()
+        self.write_latency = 0.0
         self._wake_sleepers()
         self.store.clear()
         self.seed_namespaces()
@@ -607,6 +613,7 @@ class FakeKubeApi:
             self.counts.clear()
             self.dry_run_counts.clear()
             self.list_selectors.clear()
+            self.max_in_flight = 0
 
     def writes(self, kind: str | None = None) -> int:
         """Write requests received (create/update/patch/apply/delete), dry runs excluded."""
@@ -703,13 +710,22 @@ class FakeKubeApi:
         parts = urlsplit(h.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         headers: dict[str, str] = {}
+        if parts.path == "/metrics" and h.command == "GET":
+            self._send_metrics(h)
+            return
+        with self._meta_lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             code, body = self._route(h, h.command, parts.path, query, raw)
-            if isinstance(body, _WatchRequest):
-                self._watch(h, body)
-                return
         except ApiError as e:
             code, body, headers = e.code, e.body(), e.headers
+        finally:
+            with self._meta_lock:
+                self.in_flight -= 1
+        if isinstance(body, _WatchRequest):
+            self._watch(h, body)
+            return
         payload = body if isinstance(body, bytes) else json.dumps(body).encode()
         h.send_response(code)
         h.send_header("Content-Type", "application/json")
@@ -771,6 +787,8 @@ class FakeKubeApi:
             verb = "watch"
         self._count(verb, kind.kind, dry_run=query.get("dryRun") == "All")
         self._maybe_fault(h, verb, kind, name, namespace)
+        if self.write_latency and verb in WRITE_VERBS:
+            time.sleep(self.write_latency)
 
         if sub:
             raise ApiError(404, "NotFound", f"the fake API server does not serve {sub!r}")
@@ -941,6 +959,31 @@ class FakeKubeApi:
             with contextlib.suppress(OSError):
                 h.wfile.write(b"0\r\n\r\n")
                 h.wfile.flush()
+
+    def _send_metrics(self, h: _Handler) -> None:
+        """``GET /metrics``: the request counter in Prometheus text format, as the API server's
+        ``apiserver_request_total`` (``k8s.io/apiserver/pkg/endpoints/metrics/metrics.go``,
+        ``requestCounter``; its ``verb`` label is upper case, ``APPLY`` for server-side apply,
+        as ``cleanVerb`` makes it). Labelled by kind rather than resource and group: enough
+        for a benchmark in another process to count requests as ``counts`` does here."""
+        with self._meta_lock:
+            rows = sorted(self.counts.items())
+        lines = [
+            "# HELP apiserver_request_total Counter of apiserver requests broken out for each "
+            "verb, dry run value, group, version, resource, scope, component, and HTTP response "
+            "code.",
+            "# TYPE apiserver_request_total counter",
+        ]
+        lines += [
+            f'apiserver_request_total{{verb="{verb.upper()}",kind="{kind}"}} {n}'
+            for (verb, kind), n in rows
+        ]
+        payload = ("\n".join(lines) + "\n").encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain; version=0.0.4")
+        h.send_header("Content-Length", str(len(payload)))
+        h.end_headers()
+        h.wfile.write(payload)
 
     def _count(self, verb: str, kind: str, *, dry_run: bool = False) -> None:
         with self._meta_lock:

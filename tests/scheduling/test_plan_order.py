@@ -5,11 +5,12 @@ that the plain dependency order (parents first) would be denied, so the test can
 from __future__ import annotations
 
 import copy
+import random
 
 import pytest
 from kubernetes.utils import parse_quantity
 
-from scheduling.domain.plan import apply_steps, field_leaves, plan
+from scheduling.domain.plan import apply_steps, apply_waves, field_leaves, plan
 from tests.kubeapi import volcano
 
 GPU = "nvidia.com/gpu"
@@ -201,3 +202,81 @@ def test_a_pure_decrease_is_written_once_and_early():
 def test_a_steady_state_has_no_steps():
     _, after = CASES["move"]
     assert steps_of(after, live(*after)) == []
+
+
+# ---------------------------------------------------------------- waves (concurrent writers)
+
+
+def writes_of(waves, rng):
+    """One order the concurrent writers may produce: the waves in turn, each one's units in
+    any order (a unit's own writes stay in order: one writer carries them out)."""
+    out = []
+    for wave in waves:
+        units = list(wave)
+        rng.shuffle(units)
+        out += [(s.action, s.change.name, s.body) for unit in units for s in unit]
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_any_order_within_each_wave_passes_volcanos_webhook(case):
+    before, after = CASES[case]
+    current = live(*before)
+    waves = apply_waves(plan(after, current, parse_quantity=parse_quantity))
+    rng = random.Random(case)
+
+    for _ in range(30):
+        final = simulate(current, writes_of(waves, rng))
+
+        for want in after:
+            got = final[want["metadata"]["name"]]["spec"]
+            for field in ("guarantee", "deserved", "capability"):
+                assert got.get(field) == want["spec"].get(field), (case, field)
+        assert set(final) == {q["metadata"]["name"] for q in after}
+
+
+def test_the_waves_are_apply_steps_in_groups():
+    before, after = CASES["move"]
+    changes = plan(after, live(*before), parse_quantity=parse_quantity)
+
+    waves = apply_waves(changes)
+
+    assert [s for wave in waves for unit in wave for s in unit] == apply_steps(changes)
+    assert all(wave for wave in waves)
+
+
+def namespaced(kind, namespace, name="fairshare"):
+    api = {"Role": "rbac.authorization.k8s.io/v1", "RoleBinding": "rbac.authorization.k8s.io/v1"}
+    return {
+        "apiVersion": api.get(kind, "v1"),
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(LABELS)},
+    }
+
+
+def test_a_wave_holds_one_kind_at_one_depth_in_dependency_order():
+    desired = [
+        queue("dept", g=10, d=10),
+        queue("a", "dept", 5, 5),
+        queue("b", "dept", 5, 5),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns-a", "labels": LABELS}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns-b", "labels": LABELS}},
+        *(
+            namespaced(k, ns)
+            for k in ("ResourceQuota", "Role", "RoleBinding")
+            for ns in ("ns-a", "ns-b")
+        ),
+    ]
+
+    waves = apply_waves(plan(desired, [], parse_quantity=parse_quantity))
+
+    shape = [sorted({(s.change.kind, s.change.name) for u in w for s in u}) for w in waves]
+    assert shape == [
+        [("Namespace", "ns-a"), ("Namespace", "ns-b")],
+        [("Queue", "dept")],
+        [("Queue", "a"), ("Queue", "b")],  # siblings together, after their parent
+        [("ResourceQuota", "fairshare")],
+        [("Role", "fairshare")],
+        [("RoleBinding", "fairshare")],  # after the Roles they bind
+    ]
+    assert [len(w) for w in waves] == [2, 1, 2, 2, 2, 2]

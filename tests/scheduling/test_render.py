@@ -840,3 +840,17 @@ def test_rendered_hierarchies_always_pass_volcanos_webhook(data, children, own_n
     # and each one still passes with all the others in place (as on an update)
     for name, obj in store.items():
         volcano.validate_queue(obj, obj, {n: q for n, q in store.items() if n != name} | {})
+
+
+def test_a_creates_field_listing_equals_its_diff_against_nothing():
+    """``creation_diff`` (what a first sync shows per create, walked directly) is the diff of the
+    rendered object against an empty live one, field for field, for every kind we render."""
+    from scheduling.domain.plan import creation_diff, diff_object
+
+    objects = render(RESEARCH)
+    assert {o["kind"] for o in objects} >= {"Namespace", "ResourceQuota", "Queue", "RoleBinding"}
+    for obj in objects:
+        empty = {"kind": obj["kind"], "metadata": {}}
+        want = diff_object(obj, empty, parse_quantity=parse_quantity)
+        assert creation_diff(obj) == want, obj["kind"]
+        assert want  # never vacuous: a create always lists fields
