@@ -740,7 +740,8 @@ def _apply_all(
     if not dry_run:
         waves = apply_waves(changes)
         remaining = Counter(id(step.change) for wave in waves for unit in wave for step in unit)
-        workers = max(1, int(getattr(settings, "FAIRSHARE_SYNC_WORKERS", 8)))
+        widest = max((len(wave) for wave in waves), default=0)
+        workers = max(1, min(int(getattr(settings, "FAIRSHARE_SYNC_WORKERS", 8)), widest))
         writers = _Writers(api_client, workers)
         try:
             for wave in waves:
@@ -972,7 +973,12 @@ def _summary(counts: Mapping[str, int]) -> str:
 
 
 def _record(
-    run: SyncRun, outcomes: Sequence[_Outcome], *, notes: Sequence[str], started: float
+    run: SyncRun,
+    outcomes: Sequence[_Outcome],
+    *,
+    notes: Sequence[str],
+    started: float,
+    phases: _Phases | None = None,
 ) -> SyncRun:
     """Write items, counters, status and the audit event in one transaction."""
     from quotas.services import audit
@@ -983,6 +989,8 @@ def _record(
     changed = sum(counts.get(a, 0) for a in (SyncAction.CREATE, SyncAction.UPDATE, "prune"))
     seconds = time.monotonic() - started
     summary = f"{len(outcomes)} objects: {_summary(counts)}; {drift} drifted; {seconds:.2f} s"
+    if phases is not None:
+        summary += f" ({phases})"
     lines = [*notes, summary]
     with transaction.atomic():
         locked = SyncRun.objects.select_for_update().get(pk=run.pk)
@@ -1124,8 +1132,25 @@ def run_sync(run_id: int, *, api_client: Any = None, requeue_on_transient: bool 
         _dispatch_follow_up(exclude=run_id)
 
 
+class _Phases:
+    """Wall time per phase of a run, for its log: where a slow sync spent its time."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = time.monotonic()
+
+    def done(self, phase: str) -> None:
+        now = time.monotonic()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._mark
+        self._mark = now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{name} {value:.2f}" for name, value in self.seconds.items())
+
+
 def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> SyncRun:
     started = time.monotonic()
+    phases = _Phases()
     progress = _Progress(run, lock)
     notes: list[str] = []
     mode, arg = _cluster_mode()
@@ -1143,6 +1168,7 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
         api_client = _build_client()
     scope = _run_scope(run.scope)
     notes += _share_source(run)
+    phases.done("start")
     try:
         if scope is None:
             manifests = render(build_cluster_spec(computation_id=run.share_computation_id))
@@ -1154,10 +1180,12 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
             )
             manifests = [m for m in render(spec, namespaces_of=scope.teams) if scope.covers(m)]
         desired = [_with_last_applied(m) for m in manifests]
+        phases.done("render")
         if snapshot:
             live = [o for o in _snapshot_live(arg) if scope is None or scope.covers(o)]
         else:
             live = _observe(api_client, progress, scope=scope)
+        phases.done("read")
         changes = plan(
             desired,
             live,
@@ -1175,8 +1203,10 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
             notes += _scheduler_notes(api_client, desired)
         progress.start(len(changes))
         index = {_key(obj): obj for obj in live}
+        phases.done("plan")
         outcomes = _apply_all(api_client, changes, index, dry_run=run.dry_run, progress=progress)
-        return _record(run, outcomes, notes=notes, started=started)
+        phases.done("write")
+        return _record(run, outcomes, notes=notes, started=started, phases=phases)
     finally:
         if own_client:
             api_client.close()

@@ -418,6 +418,11 @@ class _WatchRequest:
 class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # The listen backlog. socketserver's default is 5: a burst of new connections (a sync's
+    # writers, watches) overflows it, the kernel drops the SYNs and the clients retransmit
+    # after a second. The API server is a Go listener, whose backlog is the kernel's
+    # somaxconn (Go: src/net/sock_linux.go maxListenerBacklog; 4096 on current kernels).
+    request_queue_size = 4096
 
     def __init__(self, address: tuple[str, int], api: FakeKubeApi) -> None:
         self.api = api

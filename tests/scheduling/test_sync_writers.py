@@ -168,3 +168,14 @@ def test_the_credential_refresh_runs_at_most_once_an_interval(exec_kubeconfig, m
     assert int(counter.read_text()) == before + 3
     assert renewed[-1] == f"Bearer token-{before + 3}"
     api.close()
+
+
+def test_a_runs_log_says_where_its_time_went(cluster):
+    make_cast()
+
+    run = first_sync()
+
+    summary = run.log.splitlines()[-1]
+    phases = summary[summary.rindex("(") + 1 : -1].split(", ")
+    assert [p.split()[0] for p in phases] == ["start", "render", "read", "plan", "write"]
+    assert all(float(p.split()[1]) >= 0 for p in phases)
