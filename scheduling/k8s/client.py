@@ -18,10 +18,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
+import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.client.rest import RESTResponse
 from kubernetes.config.config_exception import ConfigException
 
 from .errors import K8sConfigError, translated
@@ -184,6 +187,12 @@ def _throttle_refresh(configuration: k8s_client.Configuration) -> None:
     configuration.refresh_api_key_hook = throttled
 
 
+def _timeout(value: Any) -> urllib3.Timeout:
+    if isinstance(value, tuple):
+        return urllib3.Timeout(connect=value[0], read=value[1])
+    return urllib3.Timeout(total=value)
+
+
 def request_json(
     api_client: k8s_client.ApiClient,
     method: str,
@@ -195,31 +204,34 @@ def request_json(
 ) -> dict[str, Any]:
     """Make one REST call and return the JSON answer as a dict.
 
+    The request goes straight to the client's urllib3 pool (``rest_client.pool_manager``, which
+    carries the TLS, proxy and retry settings the configuration gave it) with the client's
+    default headers and credentials: the generated client's per-call serialisation and
+    content-type dispatch cost more than the request itself on a sync of thousands of objects.
+    A body is sent as compact JSON (also valid YAML, for server-side apply).
     Raises a K8sError subclass (see errors.py) for any non-2xx answer or transport failure.
     """
-    headers = {"Accept": "application/json"}
+    config = api_client.configuration
+    headers = {**api_client.default_headers, "Accept": "application/json"}
+    payload = None
     if body is not None:
         headers["Content-Type"] = content_type
+        payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":"))
     params = [(k, v) for k, v in (query or {}).items() if v is not None]
-    if isinstance(body, (dict, list)) and "yaml" in content_type:
-        # A YAML body (server-side apply) is serialised here, once, as compact JSON (valid YAML):
-        # the client's sanitize_for_serialization walk and its own json.dumps cost more than
-        # the request on a large sync. (The client sends str/bytes bodies as they are.)
-        body = json.dumps(body, separators=(",", ":")).encode()
-    request = api_client.param_serialize(
-        method=method,
-        resource_path=path,
-        query_params=params,
-        header_params=headers,
-        body=body,
-        auth_settings=["BearerToken"],
-    )
-    with translated(f"{method} {api_client.configuration.host}{path}"):
-        response = api_client.call_api(*request)
-        data = response.read()
-        if not 200 <= response.status <= 299:
+    api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
+    url = config.host + path + (f"?{urlencode(params)}" if params else "")
+    timeout = _timeout(getattr(api_client, "default_timeout", DEFAULT_TIMEOUT))
+    with translated(f"{method} {config.host}{path}"):
+        raw = api_client.rest_client.pool_manager.request(
+            method, url, body=payload, headers=headers, timeout=timeout, preload_content=False
+        )
+        try:
+            data = raw.data
+        finally:
+            raw.release_conn()
+        if not 200 <= raw.status <= 299:
             raise ApiException.from_response(
-                http_resp=response, body=data.decode("utf-8", "replace"), data=None
+                http_resp=RESTResponse(raw), body=data.decode("utf-8", "replace"), data=None
             )
     result = json.loads(data)
     if not isinstance(result, dict):
