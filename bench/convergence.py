@@ -16,12 +16,16 @@ What it does:
 1. fills the database: ``--scale demo`` runs ``manage.py seed_demo``; ``--scale N`` builds
    bench/sync.py's tenancy (N teams, 10·N namespaces; its departments make the share
    computation fail, which must not hold quotas back);
-2. starts the fake Kubernetes API server in this process and runs the **first full sync**
-   in-process (everything is created), then a **steady full sync** (must write nothing);
+2. starts the fake Kubernetes API server in a process of its own (``--server process``, the
+   default: like a real API server, its CPU and its threads are not this process's; ``--server
+   thread`` runs it in this process as the tests do) and runs the **first full sync** in-process
+   (everything is created, ``FAIRSHARE_SYNC_WORKERS`` writes at a time), then a **steady full
+   sync** (must write nothing); requests are counted from the fake's ``/metrics``;
 3. starts ``celery -A config worker --concurrency 2`` (a subprocess on the same database,
    broker and fake API server) and the drift watcher (``DriftWatcher``, what
    ``manage.py watch_cluster`` runs) in a thread;
-4. **approve → applied**: ``--approvals`` times, a lead's request for one more GPU of limit is
+4. **approve → applied**: after ``--warmup`` untimed approvals (each worker process's first task
+   imports and connects once), ``--approvals`` times, a lead's request for one more GPU of limit is
    approved with ``approve_request()``; the timer starts when it returns and stops when the
    team's ResourceQuotas in the fake API server add up to the new limit; p50/p95/max;
 5. **burst**: ``--burst`` approvals for as many teams within one second; the time until every
@@ -247,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", default="demo", help="'demo' or a number of teams")
     parser.add_argument("--approvals", type=int, default=20)
     parser.add_argument("--burst", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2, help="approvals before the timed ones")
     parser.add_argument("--edits", type=int, default=5)
     parser.add_argument(
         "--server",
@@ -309,6 +314,15 @@ def main(argv: list[str] | None = None) -> int:
             .distinct()
             .order_by("slug")
         )
+        # Warm-up approvals, not counted: each worker process's first task imports and connects
+        # (about 0.7 s once), which a long-running worker has long done.
+        for i in range(args.warmup):
+            team = leaves[-1 - i]
+            request_id, limit = approvals.submit(team)
+            approvals.approve(request_id)
+            took = wait_for(lambda team=team, limit=limit: approvals.applied(team, limit), 30)
+            print(f"warm-up approval {i + 1}: {took if took is None else round(took, 3)} s")
+            time.sleep(0.3)
         latencies: list[float] = []
         for i in range(args.approvals):
             team = leaves[i % len(leaves)]
