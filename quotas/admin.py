@@ -3,6 +3,7 @@ queryset goes through ``visible_to`` like the rest of the app."""
 
 from django import forms
 from django.contrib import admin
+from django.db import transaction
 
 from quotas import members as member_services
 from quotas.models import (
@@ -19,7 +20,8 @@ from quotas.models import (
     TeamQuota,
 )
 from quotas.querysets import is_site_admin
-from quotas.services import check_hierarchy
+from quotas.services import check_hierarchy, notify_quota_changed
+from quotas.signals import quota_changed
 
 
 class SiteAdminOnly:
@@ -60,6 +62,45 @@ class MembershipInline(admin.TabularInline):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class SyncsTheCluster:
+    """Admin edits reach the cluster as the product's own changes do: after commit, a targeted
+    sync of every team the edit touched, before and after it (a team moved to another department
+    brings both departments' Queues along), or a full sync where ``teams_of`` says None (an edit
+    of cluster-wide objects, a renamed team). Without this they would wait for the scheduled
+    full sync."""
+
+    def teams_of(self, obj) -> set[int] | None:
+        return {obj.team_id}
+
+    def _current(self, obj):
+        return type(obj).objects.filter(pk=obj.pk).first() if obj.pk else None
+
+    def _notify(self, *groups: set[int] | None) -> None:
+        if any(group is None for group in groups):
+            transaction.on_commit(
+                lambda: quota_changed.send(sender=type(self), team_ids=None, reason="admin")
+            )
+            return
+        ids = {i for group in groups for i in group if i}  # type: ignore[union-attr]
+        if ids:
+            notify_quota_changed(ids, "admin")
+
+    def save_model(self, request, obj, form, change):
+        before = self._current(obj) if change else None
+        super().save_model(request, obj, form, change)
+        self._notify(set() if before is None else self.teams_of(before), self.teams_of(obj))
+
+    def delete_model(self, request, obj):
+        before = self.teams_of(obj)
+        super().delete_model(request, obj)
+        self._notify(before)
+
+    def delete_queryset(self, request, queryset):
+        before = [self.teams_of(obj) for obj in queryset]
+        super().delete_queryset(request, queryset)
+        self._notify(*before)
 
 
 class TeamQuotaForm(forms.ModelForm):
@@ -117,7 +158,7 @@ class TeamQuotaInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(SiteAdminOnly, admin.ModelAdmin):
+class TeamAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
     list_display = [
         "slug",
         "name",
@@ -133,9 +174,29 @@ class TeamAdmin(SiteAdminOnly, admin.ModelAdmin):
     inlines = [MembershipInline, TeamQuotaInline]
     form = TeamForm
 
+    def teams_of(self, obj) -> set[int] | None:
+        return {obj.pk, obj.parent_id}
+
+    def save_model(self, request, obj, form, change):
+        before = self._current(obj) if change else None
+        if before is not None and before.slug != obj.slug:
+            # Renamed: its objects carry the old slug, which a selector by team cannot reach.
+            super(SyncsTheCluster, self).save_model(request, obj, form, change)
+            self._notify(None)
+            return
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        if any(fs.has_changed() for fs in formsets if fs.model is TeamQuota):
+            self._notify({form.instance.pk})
+
 
 @admin.register(PriorityTier)
-class PriorityTierAdmin(SiteAdminOnly, admin.ModelAdmin):
+class PriorityTierAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
+    def teams_of(self, obj) -> set[int] | None:
+        return None  # a PriorityClass: cluster-wide
+
     list_display = ["name", "value", "preemption_policy", "reclaimable"]
 
 
@@ -184,21 +245,21 @@ class MembershipAdmin(SiteAdminOnly, admin.ModelAdmin):
 
 
 @admin.register(Namespace)
-class NamespaceAdmin(SiteAdminOnly, admin.ModelAdmin):
+class NamespaceAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
     list_display = ["name", "team", "managed", "share", "volcano_jobs"]
     list_filter = ["managed"]
     search_fields = ["name", "team__slug"]
 
 
 @admin.register(TeamQuota)
-class TeamQuotaAdmin(SiteAdminOnly, admin.ModelAdmin):
+class TeamQuotaAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
     form = TeamQuotaForm
     list_display = ["team", "resource", "guarantee_display", "limit_display"]
     search_fields = ["team__slug", "resource"]
 
 
 @admin.register(LimitPolicy)
-class LimitPolicyAdmin(SiteAdminOnly, admin.ModelAdmin):
+class LimitPolicyAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
     list_display = [
         "team",
         "namespace",
