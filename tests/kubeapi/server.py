@@ -78,6 +78,9 @@ from .store import FieldPath, Store, now
 log = logging.getLogger(__name__)
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "apply", "delete"})
+# The metrics' verb label is the HTTP method (LIST, WATCH and APPLY told apart): CleanVerb in
+# k8s.io/apiserver/pkg/endpoints/metrics/metrics.go.
+_METRIC_VERBS = {"create": "POST", "update": "PUT"}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
@@ -979,10 +982,9 @@ class FakeKubeApi:
             "code.",
             "# TYPE apiserver_request_total counter",
         ]
-        lines += [
-            f'apiserver_request_total{{verb="{verb.upper()}",kind="{kind}"}} {n}'
-            for (verb, kind), n in rows
-        ]
+        for (verb, kind), n in rows:
+            label = _METRIC_VERBS.get(verb, verb.upper())
+            lines.append(f'apiserver_request_total{{verb="{label}",kind="{kind}"}} {n}')
         payload = ("\n".join(lines) + "\n").encode()
         h.send_response(200)
         h.send_header("Content-Type", "text/plain; version=0.0.4")
