@@ -648,10 +648,28 @@ class _Writers:
             thread.start()
 
     def _work(self) -> None:
-        while (item := self.todo.get()) is not None:
+        # Results go back in batches while there is more to do (each hand-over wakes the calling
+        # thread, which costs about as much as a write), and always before this thread waits
+        # for work or stops, and at once after a failure (the caller counts them).
+        finished: list[tuple[Sequence[Step], list[Exception | None]]] = []
+        while True:
+            try:
+                item = self.todo.get_nowait()
+            except queue.Empty:
+                if finished:
+                    self.done.put(finished)
+                    finished = []
+                item = self.todo.get()
+            if item is None:
+                break
             unit, outcome = item
             results = [] if self.cancelled.is_set() else _write_unit(self.api_client, unit, outcome)
-            self.done.put((unit, results))
+            finished.append((unit, results))
+            if len(finished) >= 32 or (results and results[-1] is not None):
+                self.done.put(finished)
+                finished = []
+        if finished:
+            self.done.put(finished)
 
     def run(self, wave: Sequence[Sequence[Step]], outcomes: Mapping[int, _Outcome]) -> Iterator:
         """Send the wave's units out; yield ``(unit, results)`` as they finish."""
@@ -659,8 +677,10 @@ class _Writers:
         for unit in wave:
             self.todo.put((unit, outcomes[id(unit[0].change)]))
             count += 1
-        for _ in range(count):
-            yield self.done.get()
+        while count:
+            for finished in self.done.get():
+                count -= 1
+                yield finished
 
     def close(self) -> None:
         self.cancelled.set()
