@@ -56,29 +56,51 @@ cannot tell) whether a group's sum ends a few ulps over its capacity, and trims 
 The arithmetic is vectorised with NumPy: pure computation on arrays, no I/O. Validation and
 the result (one ``dict`` and :class:`Allocation` per tenant) are plain Python.
 
-Hierarchy (H-DRF, solved top-down)
-----------------------------------
-Tenants whose ``parent`` is ``None`` are the roots and share the cluster capacity. A parent's
-*effective demand* is its own demand plus what each child can use: the child's effective demand
-cut down to its limit along the demand vector, or its floor where that is larger (callers must not
-pre-aggregate); the parent's own limit then applies to it as to any tenant. Its
-*effective guarantee* is the component-wise maximum of its own guarantee and the sum of its
-children's effective guarantees. Each group of
-siblings is filled against its parent's allocation (the roots against the capacity), with shares
-measured against that allocation; a parent's own demand, if any, competes with its children as an
-implicit member of weight 1 with no guarantee or limit (as tasks in a cgroup-v1 parent compete with
-its child groups at the default weight). A parent's :class:`Allocation` is its whole subtree's
-allocation, children are carved out of it. A child's ``saturated:<r>`` can mean that its parent's
-share of ``r`` ran out. Capacity a group leaves unused (siblings of very different shapes) is not
-offered to other groups: this two-stage form trades that for simplicity and speed.
+Hierarchy (static H-DRF, Bhattacharya et al., SoCC 2013)
+--------------------------------------------------------
+Tenants whose ``parent`` is ``None`` are the roots. Only the *members* hold resources: the
+tenants without children and, for a parent with a demand of its own, that own demand (an
+implicit member of its children's group with weight 1, no guarantee and no limit). A parent's
+allocation is exactly the sum of its members' below it, so Volcano's rule (children's deserved
+within the parent's) holds by construction.
+
+Progressive filling runs on one water level ``t`` for the roots. A member grows as in the flat
+case at the level of its group; an internal node ``v`` at level ``L`` has a *box*
+``min(max(G, w L), limit)`` (in shares of the capacity; ``G`` its effective guarantee, see
+below), and the level of its children's group is the highest at which their sum stays inside the
+box on every resource that one of them still grows on (its *first crossing*): dominant share
+over the resources still growing, equal to ``w L``, as DRF asks of siblings. A member freezes
+when it reaches its demand or limit, when a resource it draws on runs out in the cluster
+(``saturated:<r>``), or when an ancestor's limit on a resource it draws on binds (also
+``saturated:<r>``; the ancestor's reason is ``limit``). Every other member keeps growing: nothing
+that a short member could use is left over, which is what the two-stage form (fill the
+departments along their summed demand, then split) did not give. Resources that stop growing in a
+group no longer bound it, so a group's level can jump (the paper's "ignore saturated resources");
+a resource that runs out during such a jump is shared by moving the members part way.
+
+Each internal node's first crossing is found by a safeguarded Newton search (tangent from below,
+chord or halving when it overshoots), nested depth by depth and batched over all groups of a
+depth; the events (a resource running out, a parent's limit binding) are found the same way on
+``t``. The deepest groups (leaf-like members only) are solved in closed form instead: between
+events each member's component is constant, then a ramp, then constant, so a group's sum per
+resource is piecewise linear in its level; the sorted breakpoints, slopes and sums of every
+(group, resource) are built once per event, and a first crossing is a binary search per row
+(:func:`_ramps`, :func:`_ramps_crossing`). The nested search without that closed form is kept as
+:func:`_solve_hierarchy_reference`. Cost: (probes on ``t``) x (probes of the searches above the
+deepest depth) evaluations of ``O(n R)``, for at most ``R`` resource events and one per
+(parent, limit) pair: more than the flat ``O(R n log n)``.
+An internal node's *effective guarantee* is the maximum of its own guarantee and the sum of its
+children's; its own guarantee beyond the children's floors is its own demand's floor (the box
+never forces a member past what it can use: a parent's guarantee that no member can use is not
+held for nobody).
 
 Integral resources
 ------------------
-Resources named in ``integral`` (``nvidia.com/gpu``) are rounded per group, after filling and
-before the children of that group are filled: every member gets ``floor(x)``, then the
-``floor(sum x)`` total (at most the group's capacity) is reached by giving one more unit to the
-largest remainders, ties by name, never above a member's demand or limit (rounded down). Other
-resources of the vector are left as filled.
+Resources named in ``integral`` (``nvidia.com/gpu``) are rounded per group, top-down: every
+member gets ``floor(x)``, then the ``floor(sum x)`` total (at most the capacity; for a group
+below a parent, the parent's rounded amount) is reached by giving one more unit to the largest
+remainders, ties by name, never above a member's demand or limit (rounded down); a parent whose
+children cannot reach its rounded amount gets their sum. Other resources are left as filled.
 
 Guarantees of :func:`solve`
 ---------------------------
@@ -198,6 +220,7 @@ class _Problem:
     limit: np.ndarray  # (n, R), inf where none
     parent: np.ndarray  # (n,), -1 for the roots
     depth: np.ndarray  # (n,), 0 for the roots
+    own_guarantee: np.ndarray | None = None  # (n, R), as given
 
 
 def solve(
@@ -231,7 +254,7 @@ def solve(
             gc.enable()
 
 
-def _solve(problem: _Problem) -> dict[str, Allocation]:
+def _solve(problem: _Problem, fast: bool = True) -> dict[str, Allocation]:
     """Fill the groups of ``problem`` top-down, depth by depth, and build the allocations.
 
     All sibling groups of one depth are filled in one batch (:func:`_fill` keeps them apart):
@@ -250,7 +273,11 @@ def _solve(problem: _Problem) -> dict[str, Allocation]:
     total = np.array(problem.capacity, dtype=float)
     allocated = np.zeros((n, n_res))
     code = np.zeros(n, dtype=np.intp)
-    for level in range(int(depth.max()) + 1):
+    levels = int(depth.max()) + 1
+    if levels > 1 and n_res:
+        allocated, code = _solve_tree(problem, fast)
+        levels = 0
+    for level in range(levels):
         src = np.flatnonzero(depth == level)
         if level == 0:
             starts = np.zeros(1, dtype=np.intp)
@@ -309,6 +336,15 @@ def _solve(problem: _Problem) -> dict[str, Allocation]:
         shares, dominant = [0.0] * n, [""] * n
     amounts = list(map(dict, map(zip, repeat(resources), allocated.tolist())))
     return dict(zip(names, _allocations(amounts, shares, dominant, why), strict=True))
+
+
+def _solve_hierarchy_reference(problem: _Problem) -> dict[str, Allocation]:
+    """:func:`_solve` with every sibling group's first crossing found by the nested search.
+
+    The slow form of the same H-DRF (no closed form for the deepest groups), kept as the
+    reference that the differential tests compare the default with.
+    """
+    return _solve(problem, fast=False)
 
 
 def _matrix(rows: list[list[float]], n_res: int) -> np.ndarray:
@@ -674,6 +710,8 @@ def _round_integral(
     integral: list[int],
     targets: np.ndarray,
     alloc: np.ndarray,
+    *,
+    to_cap: bool = False,
 ) -> None:
     """Round the integral resources of every group in place by largest remainder.
 
@@ -694,9 +732,9 @@ def _round_integral(
         values = alloc[:, r]
         bases = np.floor(values * tolerance + _EPS)
         total = np.add.reduceat(values, starts)
-        target = np.minimum(
-            np.floor(total * tolerance + _EPS), np.floor(cap[:, r] * tolerance + _EPS)
-        )
+        target = np.floor(cap[:, r] * tolerance + _EPS)
+        if not to_cap:
+            target = np.minimum(np.floor(total * tolerance + _EPS), target)
         extra = target - np.add.reduceat(bases, starts)
         if (extra > 0).any():
             remainder = values - bases
@@ -722,6 +760,665 @@ def _bump(order: np.ndarray, group: np.ndarray, count: np.ndarray, bases: np.nda
     rank = np.arange(len(order)) - np.repeat(seg, np.diff(np.append(seg, len(order))))
     chosen = order[rank < count[g]]
     bases[chosen] += by
+
+
+# ---------------------------------------------------------------- hierarchy: static H-DRF
+
+
+# Relative tolerance of the root finding (a level, or an amount against its box).
+_TOL = 1e-12
+# Tests set this to compare every closed-form crossing with the nested search's (at that
+# relative tolerance).
+_VERIFY = False
+_VERIFY_REL = 1e-9
+# A search stops this close (relative) to its target: a few ulps.
+_CLOSE = 4e-16
+# A bracket this narrow (relative) ends a search that keeps overshooting: a jump (_part_way).
+_BRACKET = 1e-10
+
+
+@dataclass
+class _Depth:
+    """The members of every sibling group of one depth, grouped (rows in name order)."""
+
+    rows: np.ndarray  # row numbers (tenants, then implicit own-demand members)
+    grp: np.ndarray  # group of each member (index into the internal members one depth up)
+    starts: np.ndarray  # first member of each group
+    n_groups: int
+    leaf: np.ndarray  # positions of the leaf-like members (tenants without children, own demand)
+    ints: np.ndarray  # positions of the internal members (their groups are one depth down)
+    # leaf-like members, in shares of the capacity: slope, floor, end level, breakpoints
+    a: np.ndarray = None
+    g: np.ndarray = None
+    end: np.ndarray = None
+    bp: np.ndarray = None
+    # internal members: weight, floor (effective guarantee) and limit, in shares
+    w_int: np.ndarray = None
+    g_int: np.ndarray = None
+    lim_int: np.ndarray = None
+    end_int: np.ndarray = None  # level beyond which the member's allocation is constant
+    mu_max: np.ndarray = None  # per group: level beyond which no member grows
+    mu_lo: np.ndarray = None  # per group: a level known not to cross its box (warm start)
+    ramps: Any = None  # the groups' sums in closed form (a depth of leaf-like members only)
+
+
+@dataclass
+class _Ramps:
+    """The sums of one depth's groups of leaf-like members, piecewise linear in the group level.
+
+    Row ``q = group * R + r`` holds, sorted, the levels ``P`` at which a member's component of
+    resource ``r`` starts (leaves its floor) or stops (its end) growing, the sum ``V`` at each of
+    them, and the slope ``S`` right after each; ``base`` is the sum below the first.
+    """
+
+    P: np.ndarray  # (G * R, K), +inf padded
+    V: np.ndarray  # (G * R, K)
+    S: np.ndarray  # (G * R, K)
+    base: np.ndarray  # (G * R,)
+
+
+def _ramps(d: _Depth, n_res: int) -> _Ramps:
+    """Build :class:`_Ramps` for a depth whose members are all leaf-like (exact per row)."""
+    m, n_groups = len(d.rows), d.n_groups
+    sizes = np.diff(np.append(d.starts, m))
+    width = int(sizes.max(initial=0))
+    slot = np.arange(m) - d.starts[d.grp]  # a member's place in its group
+    a, g, e = d.a, d.g, d.end[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(a > 0.0, np.where(g > 0.0, g / np.where(a > 0.0, a, 1.0), 0.0), np.inf)
+    ramp = (a > 0.0) & (s < e)
+    # (G, R, 2 * width): starts then ends of every member's ramps, +inf and 0 where none
+    pos = np.full((n_groups, n_res, 2 * width), np.inf)
+    delta = np.zeros((n_groups, n_res, 2 * width))
+    step = np.zeros((n_groups, n_res, 2 * width), dtype=np.intp)
+    mi, rr = np.nonzero(ramp)
+    pos[d.grp[mi], rr, slot[mi]] = s[mi, rr]
+    delta[d.grp[mi], rr, slot[mi]] = a[mi, rr]
+    step[d.grp[mi], rr, slot[mi]] = 1
+    pos[d.grp[mi], rr, width + slot[mi]] = np.broadcast_to(e, a.shape)[mi, rr]
+    delta[d.grp[mi], rr, width + slot[mi]] = -a[mi, rr]
+    step[d.grp[mi], rr, width + slot[mi]] = -1
+    base = np.zeros((n_groups, n_res))
+    np.add.at(base, d.grp, g)
+    order = np.argsort(pos, axis=2, kind="stable")
+    pos = np.take_along_axis(pos, order, axis=2)
+    delta = np.take_along_axis(delta, order, axis=2)
+    count = np.cumsum(np.take_along_axis(step, order, axis=2), axis=2)
+    slope = np.where(count > 0, np.cumsum(delta, axis=2), 0.0)
+    with np.errstate(invalid="ignore"):  # inf - inf between padding slots (slope 0 there)
+        gap = np.diff(pos, axis=2)
+        inc = np.where(slope[:, :, :-1] > 0.0, slope[:, :, :-1] * gap, 0.0)
+    value = (
+        np.concatenate((np.zeros((n_groups, n_res, 1)), np.cumsum(inc, axis=2)), axis=2)
+        + base[:, :, None]
+    )
+    k = 2 * width
+    return _Ramps(pos.reshape(-1, k), value.reshape(-1, k), slope.reshape(-1, k), base.reshape(-1))
+
+
+def _first_above(values: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Per row of the nondecreasing ``values``: the first column with a value above ``limit``
+    (the number of columns if none), by a vectorised binary search."""
+    n_rows, width = values.shape
+    flat = values.ravel()
+    first = np.arange(n_rows) * width
+    lo = np.zeros(n_rows, dtype=np.intp)
+    hi = np.full(n_rows, width, dtype=np.intp)
+    for _ in range(width.bit_length()):
+        mid = (lo + hi) >> 1
+        above = flat[first + np.minimum(mid, width - 1)] > limit
+        hi = np.where(above, mid, hi)
+        lo = np.where(above | (lo >= hi), lo, mid + 1)
+    return lo
+
+
+def _ramps_crossing(rp: _Ramps, box: np.ndarray, tol: np.ndarray) -> np.ndarray:
+    """Per group: the highest level at which its sum stays within ``box`` (+ ``tol``) on every
+    resource (``-inf`` if it is over at once, ``+inf`` if never)."""
+    n_groups, n_res = box.shape
+    b, t = box.reshape(-1), tol.reshape(-1)
+    rows = np.arange(len(b))
+    if rp.P.shape[1] == 0:
+        return np.where((rp.base > b + t).reshape(n_groups, n_res).any(axis=1), -np.inf, np.inf)
+    k = _first_above(rp.V, b + t)
+    j = np.maximum(k - 1, 0)
+    p, v, s = rp.P[rows, j], rp.V[rows, j], rp.S[rows, j]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inside = p + np.maximum(b - v, 0.0) / s
+    nxt = rp.P[rows, np.minimum(k, rp.P.shape[1] - 1)]
+    mu = np.where(k == 0, -np.inf, np.where(k >= rp.P.shape[1], np.inf, np.minimum(inside, nxt)))
+    return mu.reshape(n_groups, n_res).min(axis=1)
+
+
+def _tree(
+    problem: _Problem, fast: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[_Depth], Any]:
+    """Static H-DRF by progressive filling of the leaves; see the module docstring.
+
+    Return the continuous allocations of every row (tenants, then implicit own-demand members) in
+    shares of the capacity, their reason codes, the row -> tenant map, the depths and the
+    traced final levels.
+    """
+    names = problem.names
+    n, n_res = len(names), len(problem.resources)
+    cap = np.array(problem.capacity, dtype=float)
+    pos = cap > 0.0
+    unit = np.where(pos, cap, 1.0)
+    parent, depth = problem.parent, problem.depth
+    has_kids = np.zeros(n, dtype=bool)
+    has_kids[parent[parent >= 0]] = True
+    own_rows = np.flatnonzero(has_kids & problem.own_demand.any(axis=1))
+    n_rows = n + len(own_rows)
+    row_parent = np.concatenate((parent, own_rows))
+    row_depth = np.concatenate((depth, depth[own_rows] + 1))
+    leaf_like = np.concatenate((~has_kids, np.ones(len(own_rows), dtype=bool)))
+    weight = np.concatenate((problem.weight, np.full(len(own_rows), _OWN_DEMAND_WEIGHT)))
+    demand = np.concatenate((problem.demand, problem.own_demand[own_rows])) / unit
+    floor = np.concatenate((problem.floor, _own_floor(problem, own_rows))) / unit
+    limit = np.concatenate((problem.limit, np.full((len(own_rows), n_res), np.inf))) / unit
+
+    # Leaf-like rows: slope (dominant share w * L at level L), end level, reason at the end.
+    code = np.zeros(n_rows, dtype=np.intp)
+    event = np.full(n_rows, -1, dtype=np.intp)  # which event froze a row (-1: none)
+    share = np.where(pos, demand, 0.0).max(axis=1, initial=0.0)
+    blocked = leaf_like & ((demand > 0.0) & ~pos).any(axis=1)
+    code[blocked] = 2 + ((demand > 0.0) & ~pos)[blocked].argmax(axis=1)
+    growing = leaf_like & (share > 0.0) & ~blocked
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(growing, weight / np.where(growing, share, 1.0), 0.0)
+        slope = k[:, None] * np.where(pos, demand, 0.0)
+        cut = _cut(demand, limit)
+        end = np.where(growing, cut * share / weight, 0.0)
+        code[growing & (cut < 1.0)] = 1
+        held = (floor > 0.0) & (slope > 0.0)
+        bp = np.where(held, floor / np.where(held, slope, 1.0), np.inf)
+
+    depths: list[_Depth] = []
+    max_depth = int(row_depth.max())
+    position = np.full(n_rows, -1, dtype=np.intp)  # a row's place among its depth's internals
+    for level in range(max_depth + 1):
+        rows = np.flatnonzero(row_depth == level)
+        if level == 0:
+            grp = np.zeros(len(rows), dtype=np.intp)
+            n_groups = 1
+        else:
+            grp = position[row_parent[rows]]
+            n_groups = len(depths[-1].ints)
+        order = np.lexsort((rows, grp))
+        rows, grp = rows[order], grp[order]
+        starts = np.searchsorted(grp, np.arange(n_groups))
+        is_leaf = leaf_like[rows]
+        d = _Depth(rows, grp, starts, n_groups, np.flatnonzero(is_leaf), np.flatnonzero(~is_leaf))
+        lr, ir = rows[d.leaf], rows[d.ints]
+        d.a, d.g, d.bp = slope[lr], floor[lr], bp[lr]
+        d.w_int, d.g_int, d.lim_int = weight[ir], floor[ir], limit[ir]
+        d.mu_lo = np.zeros(n_groups)
+        position[ir] = np.arange(len(ir))
+        depths.append(d)
+
+    def update_ends() -> None:
+        """Each row's level beyond which it stops growing, bottom-up (after freezes)."""
+        below = None
+        for level in range(max_depth, -1, -1):
+            d = depths[level]
+            d.end = end[d.rows[d.leaf]]
+            top = np.zeros(len(d.rows))
+            most = np.zeros((len(d.rows), n_res))
+            top[d.leaf] = d.end
+            most[d.leaf] = np.maximum(d.g, d.a * d.end[:, None])
+            if len(d.ints):
+                kids_most = below
+                reach = np.minimum(kids_most, d.lim_int)
+                d.end_int = np.where(pos, reach, 0.0).max(axis=1, initial=0.0) / d.w_int
+                top[d.ints] = d.end_int
+                most[d.ints] = reach
+            d.mu_max = np.maximum.reduceat(top, d.starts) if len(d.rows) else np.zeros(0)
+            below = np.add.reduceat(most, d.starts, axis=0) if d.n_groups else None
+            if d.n_groups and len(d.rows) == 0:
+                below = np.zeros((d.n_groups, n_res))
+            if fast and not len(d.ints) and level > 0:
+                d.ramps = _ramps(d, n_res)
+
+    trace: dict[int, dict[str, np.ndarray]] = {}
+
+    def evaluate(level: int, mu: np.ndarray, record: bool):
+        """Members of ``level`` at group levels ``mu``: amounts and right derivatives."""
+        d = depths[level]
+        m = len(d.rows)
+        x = np.empty((m, n_res))
+        dx = np.zeros((m, n_res))
+        at = mu[d.grp]
+        if len(d.leaf):
+            lv = at[d.leaf]
+            ramp = d.a * np.minimum(lv, d.end)[:, None]
+            x[d.leaf] = np.maximum(d.g, ramp)
+            dx[d.leaf] = np.where((lv < d.end)[:, None] & (ramp >= d.g), d.a, 0.0)
+        binding = None
+        if len(d.ints):
+            wl = (d.w_int * at[d.ints])[:, None]
+            box = np.minimum(np.maximum(d.g_int, wl), d.lim_int)
+            dbox = np.where((wl >= d.g_int) & (wl < d.lim_int), d.w_int[:, None], 0.0)
+            sums, dsums, star, dstar = solve(level + 1, box, record)
+            rows = np.arange(len(d.ints))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                dmu = np.where(star >= 0, dbox[rows, star] / dstar, 0.0)
+            x[d.ints] = sums
+            dx[d.ints] = dsums * dmu[:, None]
+            # A limit binds where the group stopped at a limit component of its box.
+            s = np.maximum(star, 0)
+            binding = (star >= 0) & (d.lim_int[rows, s] <= np.maximum(d.g_int, wl)[rows, s])
+            if record:
+                trace.setdefault(level, {}).update(binding=np.where(binding, star, -1), dmu=dmu)
+        if record:
+            trace.setdefault(level, {}).update(mu=mu.copy(), x=x, dx=dx, at=at)
+        return x, dx, binding
+
+    def sums_of(level: int, x: np.ndarray, dx: np.ndarray):
+        d = depths[level]
+        if len(d.rows) == 0:
+            z = np.zeros((d.n_groups, n_res))
+            return z, z
+        return np.add.reduceat(x, d.starts, axis=0), np.add.reduceat(dx, d.starts, axis=0)
+
+    def next_start(level: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per group: the lowest level above ``lo`` at which a leaf-like member's component
+        leaves its floor (midway to ``hi`` if there is none, or an internal member may)."""
+        d = depths[level]
+        mid = 0.5 * (lo + hi)
+        if not len(d.leaf):
+            return mid
+        at = lo[d.grp[d.leaf]][:, None]
+        ahead = np.where((d.bp > at) & (d.bp < d.end[:, None]), d.bp, np.inf).min(axis=1)
+        first = np.full(d.n_groups, np.inf)
+        np.minimum.at(first, d.grp[d.leaf], ahead)
+        if len(d.ints):
+            first[np.unique(d.grp[d.ints])] = np.inf  # their starts are not known here
+        return np.where(np.isfinite(first) & (first < hi) & (first > lo), first, mid)
+
+    def solve(level: int, box: np.ndarray, record: bool):
+        """First level of every group of ``level`` at which its sum reaches its box."""
+        d = depths[level]
+        if record:
+            trace.setdefault(level, {})
+        tol = _TOL * box + 1e-300
+        if d.ramps is not None:
+            got = closed(level, box, tol, record)
+            if _VERIFY:  # differential check against the search at the same inputs
+                keep, d.ramps = d.ramps, None
+                want = solve(level, box, False)
+                d.ramps = keep
+                # The closed form is the highest level within the box (+ tol); the search stops
+                # at or below it: usually the same level, but where a ramp touches the box as it
+                # ends and the sum stays flat beyond, the search stops at the touch and the
+                # closed form goes on over the flat stretch (the jump the search makes later).
+                slack = _VERIFY_REL * np.abs(want[0]) + 1e-15
+                if not ((got[0] >= want[0] - slack).all() and (got[0] <= box + tol + 1e-15).all()):
+                    raise AssertionError(f"closed-form crossing differs at depth {level}")
+            return got
+        hi = d.mu_max.copy()
+        x, dx, _ = evaluate(level, hi, False)
+        s_hi, _ = sums_of(level, x, dx)
+        active = (s_hi > box + tol).any(axis=1)
+        lo = np.where(active, np.minimum(d.mu_lo, hi), hi)
+        x, dx, _ = evaluate(level, lo, False)
+        s_lo, ds_lo = sums_of(level, x, dx)
+        close = _CLOSE * box + 1e-300
+        streak = np.zeros(len(lo), dtype=np.intp)
+        for _ in range(200):
+            gap = box - s_lo
+            rising = ds_lo > 0.0
+            reached = (rising & (gap <= close)).any(axis=1)
+            active &= ~reached & (hi - lo > 1e-15 * hi)
+            if not active.any():
+                break
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min(axis=1)
+                cand = lo + step
+                wide = ~(cand < hi)
+                if wide.any():  # the tangent overshoots: the chord to the crossing end
+                    over = s_hi > box + tol
+                    frac = np.where(over, (box - s_lo) / (s_hi - s_lo), np.inf).min(axis=1)
+                    chord = lo + (hi - lo) * frac
+                    mid = 0.5 * (lo + hi)
+                    # Twice over in a row: a jump (a member's level leaps where the
+                    # resources it grows on no longer bound it), which only halving finds.
+                    good = (chord > lo) & (chord < hi) & (streak < 2)
+                    chord = np.where(good, chord, mid)
+                    cand = np.where(wide, chord, cand)
+            idle = active & ~rising.any(axis=1)
+            if idle.any():  # nothing grows at lo (floors hold it): on to the next breakpoint
+                cand = np.where(idle, next_start(level, lo, hi), cand)
+            cand = np.where(active, np.maximum(cand, lo), lo)
+            x, dx, _ = evaluate(level, cand, False)
+            s_c, ds_c = sums_of(level, x, dx)
+            crossed = active & (s_c > box + tol).any(axis=1)
+            ok = active & ~crossed
+            streak = np.where(crossed, streak + 1, 0)
+            hi = np.where(crossed, cand, hi)
+            s_hi[crossed] = s_c[crossed]
+            lo = np.where(ok, cand, lo)
+            s_lo[ok], ds_lo[ok] = s_c[ok], ds_c[ok]
+        x, dx, _ = evaluate(level, lo, record)
+        s_lo, ds_lo = sums_of(level, x, dx)
+        gap = box - s_lo
+        rising = ds_lo > 0.0
+        capped = lo >= d.mu_max
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(rising, gap / np.maximum(box, 1e-300), np.inf)
+        star = np.where(capped | ~rising.any(axis=1), -1, score.argmin(axis=1))
+        dstar = ds_lo[np.arange(len(lo)), np.maximum(star, 0)]
+        if record:
+            trace[level]["lo"] = lo
+        return s_lo, ds_lo, star, dstar
+
+    def closed(level: int, box: np.ndarray, tol: np.ndarray, record: bool):
+        """:func:`solve` for a depth of leaf-like members: the first crossing in closed form."""
+        d = depths[level]
+        hi = d.mu_max
+        lo = np.minimum(_ramps_crossing(d.ramps, box, tol), hi)
+        lo = np.maximum(lo, np.minimum(d.mu_lo, hi))  # levels only ever rise (as the search)
+        # The sums as the search would evaluate them, to the last ulp (events compare them
+        # with the capacity at 4e-16).
+        x, dx, _ = evaluate(level, lo, record)
+        s_lo, ds_lo = sums_of(level, x, dx)
+        if record:
+            trace[level]["lo"] = lo
+        gap = box - s_lo
+        rising = ds_lo > 0.0
+        capped = lo >= d.mu_max
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(rising, gap / np.maximum(box, 1e-300), np.inf)
+        star = np.where(capped | ~rising.any(axis=1), -1, score.argmin(axis=1))
+        dstar = ds_lo[np.arange(len(lo)), np.maximum(star, 0)]
+        return s_lo, ds_lo, star, dstar
+
+    def warm(snap: dict[int, dict[str, np.ndarray]]) -> None:
+        """Start later searches from the group levels of ``snap`` (levels only ever rise)."""
+        for level, values in snap.items():
+            if "lo" in values:
+                depths[level].mu_lo = values["lo"]
+
+    saturated = ~pos.copy()
+    triggered: set[tuple[int, int]] = set()
+    # Internal rows in the order probe() lists them (depth, then place), with their limits.
+    int_rows = np.concatenate([d.rows[d.ints] for d in depths])
+    int_lim = limit[int_rows]
+    int_index = np.full(n_rows, -1, dtype=np.intp)
+    int_index[int_rows] = np.arange(len(int_rows))
+    done_pairs = np.zeros(int_lim.shape, dtype=bool)
+    t_lo = 0.0
+    n_events = 0
+    update_ends()
+    top = depths[0]
+    ones = np.ones((1, n_res))
+    while True:
+        box = np.where(saturated, np.inf, ones)
+        tol = _TOL
+        t_hi = float(top.mu_max[0]) if len(top.rows) else 0.0
+
+        def probe(t: float):
+            """Everything at level ``t``: the roots' sums and their slopes, the limit pairs
+            (internal row, resource) that bind and not yet handled, the trace, and the
+            internal rows' amounts, slopes and limits (for the search of their limits)."""
+            trace.clear()
+            x, dx, _ = evaluate(0, np.array([t]), True)
+            s, ds = sums_of(0, x, dx)
+            fresh = []
+            speed = np.ones(1)  # d(group level)/dt, per group of the depth
+            amounts, slopes = [], []
+            for level in range(max_depth + 1):
+                values = trace.get(level, {})
+                d = depths[level]
+                if not len(d.ints):
+                    break
+                b = values["binding"]
+                for j in np.flatnonzero(b >= 0).tolist():
+                    pair = (int(d.rows[d.ints[j]]), int(b[j]))
+                    if pair not in triggered:
+                        fresh.append(pair)
+                row_speed = speed[d.grp[d.ints]]
+                amounts.append(values["x"][d.ints])
+                slopes.append(values["dx"][d.ints] * row_speed[:, None])
+                speed = values["dmu"] * row_speed
+            snapshot = {lv: dict(v) for lv, v in trace.items()}
+            if amounts:
+                inner = (np.concatenate(amounts), np.concatenate(slopes))
+            else:
+                inner = (np.zeros((0, n_res)), np.zeros((0, n_res)))
+            return s[0], ds[0], fresh, snapshot, inner
+
+        s_hi, _, fresh_hi, _, _ = probe(t_hi)
+        if not ((s_hi > box[0] + tol).any() or fresh_hi):
+            final = probe(t_hi)[3]
+            break
+        s_lo, ds_lo, _, snap_lo, inner_lo = probe(t_lo)
+        open_pairs = np.isfinite(int_lim) & ~done_pairs
+        streak = 0
+        snap_hi = None
+        for _ in range(200):
+            gap = box[0] - s_lo
+            rising = ds_lo > 0.0
+            x_in, dx_in = inner_lo
+            room = int_lim - x_in
+            climbing = open_pairs & (dx_in > 0.0)
+            if (
+                (rising & (gap <= _CLOSE)).any()
+                or (climbing & (room <= _CLOSE * int_lim)).any()
+                or t_hi - t_lo <= (_BRACKET if streak >= 2 else 1e-15) * t_hi
+            ):
+                break
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min()
+                if climbing.any():
+                    step = min(step, float((room[climbing] / dx_in[climbing]).min()))
+            cand = t_lo + step
+            if not cand < t_hi:
+                over = s_hi > box[0] + tol
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    frac = np.where(over, gap / (s_hi - s_lo), np.inf).min()
+                cand = t_lo + (t_hi - t_lo) * frac
+                if not (t_lo < cand < t_hi) or fresh_hi or streak >= 2:
+                    cand = 0.5 * (t_lo + t_hi)
+            s_c, ds_c, fresh_c, snap_c, inner_c = probe(cand)
+            streak = streak + 1 if ((s_c > box[0] + tol).any() or fresh_c) else 0
+            if (s_c > box[0] + tol).any() or fresh_c:
+                t_hi, s_hi, fresh_hi, snap_hi = cand, s_c, fresh_c, snap_c
+            else:
+                t_lo, s_lo, ds_lo, snap_lo, inner_lo = cand, s_c, ds_c, snap_c, inner_c
+                warm(snap_lo)
+        # Events at t_lo: resources running out, or limits of internal members binding.
+        gap = box[0] - s_lo
+        rising = ds_lo > 0.0
+        if (rising & (gap > 0.0) & (gap <= _CLOSE)).any():  # the last ulps, if they fit
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min()
+            for cand in (t_lo + step, np.nextafter(t_lo, np.inf)):
+                if not t_lo < cand < t_hi:
+                    continue
+                s_c, ds_c, fresh_c, snap_c, inner_c = probe(cand)
+                if (s_c <= box[0]).all() and not fresh_c:
+                    t_lo, s_lo, ds_lo, snap_lo, inner_lo = cand, s_c, ds_c, snap_c, inner_c
+                    break
+        gap = box[0] - s_lo
+        n_events += 1
+        out = (ds_lo > 0.0) & (gap <= tol) & ~saturated
+        x_in, dx_in = inner_lo
+        near = open_pairs & (dx_in > 0.0) & (int_lim - x_in <= tol * int_lim + 1e-300)
+        pairs = [(int(int_rows[i]), int(r)) for i, r in zip(*np.nonzero(near), strict=True)]
+        if not out.any() and not pairs:  # the bracket closed: what crossed at its top
+            out = (s_hi > box[0] + tol) & ~saturated
+            pairs = fresh_hi
+            if out.any() and snap_hi is not None:
+                snap_lo = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi)
+        events = [(-1, r) for r in np.flatnonzero(out).tolist()]
+        events += sorted(set(pairs))
+        if not events:  # nothing left to stop (round-off): keep what was reached
+            final = snap_lo
+            break
+        for owner, r in events:
+            if owner < 0:
+                saturated[r] = True
+            else:
+                triggered.add((owner, r))
+                done_pairs[int_index[owner], r] = True
+            for level in range(max_depth + 1):
+                d = depths[level]
+                if not len(d.leaf) or level not in snap_lo:
+                    continue
+                lr = d.rows[d.leaf]
+                lv = snap_lo[level]["at"][d.leaf]
+                inside = (
+                    np.ones(len(lr), dtype=bool) if owner < 0 else _under(lr, owner, row_parent)
+                )
+                e = end[lr]
+                live = inside & (d.a[:, r] > 0.0) & (lv * (1.0 + _EPS) < e)
+                drawing = live & (d.a[:, r] * lv >= d.g[:, r])
+                ids = lr[drawing]
+                end[ids] = lv[drawing]
+                code[ids] = 2 + r
+                event[ids] = n_events
+                waiting = live & ~drawing & (d.bp[:, r] < e)
+                ids = lr[waiting]
+                end[ids] = d.bp[waiting, r]
+                code[ids] = 2 + r
+                event[ids] = n_events
+        update_ends()
+    return final, code, event, triggered, depths, unit, n_rows, own_rows, leaf_like
+
+
+def _part_way(
+    depths: list[_Depth],
+    snap_lo: dict[int, dict[str, np.ndarray]],
+    snap_hi: dict[int, dict[str, np.ndarray]],
+    out: np.ndarray,
+    s_lo: np.ndarray,
+    s_hi: np.ndarray,
+) -> dict[int, dict[str, np.ndarray]]:
+    """Levels between two states an ulp of the water level apart, where resources ``out`` run out.
+
+    Where a member's level jumps (the resources that bounded its group stopped growing), the
+    consumption of a resource can leap past the capacity between two neighbouring levels. The
+    leaves then move from their levels in ``snap_lo`` towards those in ``snap_hi`` together, by
+    the fraction (found by halving, on the leaves alone) that fills the first resource of
+    ``out``; the members drawing on it freeze there.
+    """
+    lo_f, hi_f = 0.0, 1.0
+    if not (s_hi[out] > s_lo[out]).any():
+        return snap_lo
+
+    def levels(f: float) -> dict[int, np.ndarray]:
+        return {
+            lv: snap_lo[lv]["at"] + f * (snap_hi[lv]["at"] - snap_lo[lv]["at"])
+            for lv in snap_lo
+            if lv in snap_hi
+        }
+
+    def used(f: float) -> np.ndarray:
+        total = np.zeros(out.shape)
+        for lv, at in levels(f).items():
+            d = depths[lv]
+            if len(d.leaf):
+                lvl = at[d.leaf]
+                total += np.maximum(d.g, d.a * np.minimum(lvl, d.end)[:, None]).sum(axis=0)
+        return total
+
+    for _ in range(60):
+        mid = 0.5 * (lo_f + hi_f)
+        if (used(mid)[out] > 1.0).any():
+            hi_f = mid
+        else:
+            lo_f = mid
+    moved = {lv: dict(values) for lv, values in snap_lo.items()}
+    for lv, at in levels(lo_f).items():
+        moved[lv]["at"] = at
+    return moved
+
+
+def _own_floor(problem: _Problem, own_rows: np.ndarray) -> np.ndarray:
+    """Floors of the own-demand members of ``own_rows``: the part of a parent's own guarantee
+    that its children's floors leave, up to its own demand."""
+    n, n_res = len(problem.names), len(problem.resources)
+    if not len(own_rows):
+        return np.zeros((0, n_res))
+    kids = np.flatnonzero(problem.parent >= 0)
+    floors = _sum_by(problem.parent[kids], problem.floor[kids], n)[own_rows]
+    left = np.maximum(problem.own_guarantee[own_rows] - floors, 0.0)
+    return np.minimum(left, problem.own_demand[own_rows])
+
+
+def _under(rows: np.ndarray, owner: int, parent: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` have ``owner`` as an ancestor."""
+    inside = np.zeros(len(rows), dtype=bool)
+    up = parent[rows]
+    while True:
+        live = up >= 0
+        if not live.any():
+            return inside
+        inside |= up == owner
+        up = np.where(live, parent[np.maximum(up, 0)], -1)
+
+
+def _solve_tree(problem: _Problem, fast: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Allocations ``(n, R)`` and reason codes ``(n,)`` of a hierarchical problem.
+
+    Steps:
+    1. Static H-DRF in continuous form (:func:`_tree`).
+    2. Top-down, per sibling group: round the integral resources (the roots to at most the
+       capacity, every other group to its parent's rounded amount), and trim round-off so that
+       no group's exact sum exceeds its parent's (the roots': the capacity).
+    3. Bottom-up: an internal member's integral amounts become its children's sum (where a
+       group could not reach its parent's rounded amount without passing a demand).
+    4. Reasons of internal tenants: ``limit`` if one of its own limits bound; ``demand-met`` if
+       every leaf below reached its demand or limit; otherwise the resource that stopped the last
+       of its leaves to stop (ties by resource name).
+    """
+    final, code, event, triggered, depths, unit, n_rows, own_rows, leaf_like = _tree(problem, fast)
+    n, n_res = len(problem.names), len(problem.resources)
+    x = np.zeros((n_rows, n_res))
+    for level, d in enumerate(depths):
+        x[d.rows] = final[level]["x"]
+    x *= unit
+    demand = np.concatenate((problem.demand, problem.own_demand[own_rows]))
+    limit = np.concatenate((problem.limit, np.full((len(own_rows), n_res), np.inf)))
+    floor = np.concatenate((problem.floor, np.zeros((len(own_rows), n_res))))
+    target = demand * _cut(demand, limit)[:, None]
+    key = np.where(code >= 2, (event + 1) * (n_res + 2) + (n_res + 2 - code), -1)
+    for level in range(len(depths) - 1, 0, -1):  # targets and reason keys of internal rows
+        d, up = depths[level], depths[level - 1]
+        parents = up.rows[up.ints]
+        target[parents] = np.minimum(
+            np.add.reduceat(target[d.rows], d.starts, axis=0), limit[parents]
+        )
+        key[parents] = np.maximum.reduceat(key[d.rows], d.starts)
+    total = np.array(problem.capacity, dtype=float)
+    other = [r for r in range(n_res) if r not in problem.integral]
+    for level, d in enumerate(depths):
+        if level == 0:
+            cap = total[None, :]
+        else:
+            up = depths[level - 1]
+            cap = x[up.rows[up.ints]]
+        values = x[d.rows]
+        if problem.integral:
+            _round_integral(
+                cap, d.grp, d.starts, problem.integral, target[d.rows], values, to_cap=level > 0
+            )
+        _clamp(cap, d.starts, floor[d.rows], values, other)
+        x[d.rows] = values
+    for level in range(len(depths) - 1, 0, -1):
+        d, up = depths[level], depths[level - 1]
+        parents = up.rows[up.ints]
+        for r in problem.integral:
+            x[parents, r] = np.add.reduceat(x[d.rows, r], d.starts)
+    internal = ~leaf_like[:n]
+    short = key[:n] >= 0
+    codes = code[:n].copy()
+    codes[internal & ~short] = 0
+    decoded = n_res + 2 - key[:n] % (n_res + 2)
+    codes[internal & short] = decoded[internal & short]
+    for owner, _ in triggered:
+        codes[owner] = 1
+    return x[:n], codes
 
 
 # ---------------------------------------------------------------- validation
@@ -1049,6 +1746,7 @@ def _validate(
         limit=limit,
         parent=parent,
         depth=depth,
+        own_guarantee=own_guarantee,
     )
 
 
