@@ -800,94 +800,125 @@ class _Depth:
     mu_max: np.ndarray = None  # per group: level beyond which no member grows
     mu_lo: np.ndarray = None  # per group: a level known not to cross its box (warm start)
     ramps: Any = None  # the groups' sums in closed form (a depth of leaf-like members only)
+    lidx: np.ndarray = None  # per member: its index among the leaf-like members (-1: internal)
+    iidx: np.ndarray = None  # per member: its index among the internal members (-1: leaf-like)
+    ends: np.ndarray = None  # one past each group's last member
+    cache: dict = None  # group levels (bytes) -> the groups' sums and slopes there (per event)
 
 
 @dataclass
 class _Ramps:
     """The sums of one depth's groups of leaf-like members, piecewise linear in the group level.
 
-    Row ``q = group * R + r`` holds, sorted, the levels ``P`` at which a member's component of
-    resource ``r`` starts (leaves its floor) or stops (its end) growing, the sum ``V`` at each of
-    them, and the slope ``S`` right after each; ``base`` is the sum below the first.
+    Group ``g`` has its breakpoints sorted in ``P[g]``: level 0, then every level at which a
+    member stops growing (its end) or a component leaves its floor (its start), ``+inf``
+    padded. ``V[g, k, r]`` is the sum of resource ``r`` at ``P[g, k]`` and ``S[g, k, r]`` the slope
+    right after it (exactly zero where no ramp of ``r`` is in progress); ``base`` is the sum of
+    the floors. The resources of a group share its breakpoints: one sort per group, not per
+    resource.
     """
 
-    P: np.ndarray  # (G * R, K), +inf padded
-    V: np.ndarray  # (G * R, K)
-    S: np.ndarray  # (G * R, K)
-    base: np.ndarray  # (G * R,)
+    P: np.ndarray  # (G, K)
+    V: np.ndarray  # (G, K, R)
+    S: np.ndarray  # (G, K, R)
+    base: np.ndarray  # (G, R)
 
 
 def _ramps(d: _Depth, n_res: int) -> _Ramps:
-    """Build :class:`_Ramps` for a depth whose members are all leaf-like (exact per row)."""
-    m, n_groups = len(d.rows), d.n_groups
-    sizes = np.diff(np.append(d.starts, m))
-    width = int(sizes.max(initial=0))
-    slot = np.arange(m) - d.starts[d.grp]  # a member's place in its group
-    a, g, e = d.a, d.g, d.end[:, None]
+    """Build :class:`_Ramps` for a depth whose members are all leaf-like (sums exact per group:
+    the cumulative sums run within a group only)."""
+    n_groups = d.n_groups
+    grp, a, g, e = d.grp, d.a, d.g, d.end
     with np.errstate(divide="ignore", invalid="ignore"):
         s = np.where(a > 0.0, np.where(g > 0.0, g / np.where(a > 0.0, a, 1.0), 0.0), np.inf)
-    ramp = (a > 0.0) & (s < e)
-    # (G, R, 2 * width): starts then ends of every member's ramps, +inf and 0 where none
-    pos = np.full((n_groups, n_res, 2 * width), np.inf)
-    delta = np.zeros((n_groups, n_res, 2 * width))
-    step = np.zeros((n_groups, n_res, 2 * width), dtype=np.intp)
-    mi, rr = np.nonzero(ramp)
-    pos[d.grp[mi], rr, slot[mi]] = s[mi, rr]
-    delta[d.grp[mi], rr, slot[mi]] = a[mi, rr]
-    step[d.grp[mi], rr, slot[mi]] = 1
-    pos[d.grp[mi], rr, width + slot[mi]] = np.broadcast_to(e, a.shape)[mi, rr]
-    delta[d.grp[mi], rr, width + slot[mi]] = -a[mi, rr]
-    step[d.grp[mi], rr, width + slot[mi]] = -1
-    base = np.zeros((n_groups, n_res))
-    np.add.at(base, d.grp, g)
-    order = np.argsort(pos, axis=2, kind="stable")
-    pos = np.take_along_axis(pos, order, axis=2)
-    delta = np.take_along_axis(delta, order, axis=2)
-    count = np.cumsum(np.take_along_axis(step, order, axis=2), axis=2)
-    slope = np.where(count > 0, np.cumsum(delta, axis=2), 0.0)
+    ramp = (a > 0.0) & (s < e[:, None])
+    late = ramp & (s > 0.0)  # ramps that start above level 0 (held up by a floor)
+    ends = np.flatnonzero(ramp.any(axis=1))
+    li, lr = np.nonzero(late)
+    n_end = len(ends)
+    ent_grp = np.concatenate((grp[ends], grp[li]))
+    ent_pos = np.concatenate((e[ends], s[li, lr]))
+    order = np.lexsort((ent_pos, ent_grp))
+    counts = np.bincount(ent_grp, minlength=n_groups)
+    first = np.cumsum(counts) - counts
+    column = np.empty(len(order), dtype=np.intp)
+    column[order] = 1 + np.arange(len(order)) - first[ent_grp[order]]
+    k = 1 + int(counts.max(initial=0))
+    pos = np.full((n_groups, k), np.inf)
+    pos[:, 0] = 0.0
+    pos[ent_grp, column] = ent_pos
+    early = ramp & ~late
+    delta = np.zeros((n_groups, k, n_res))
+    step = np.zeros((n_groups, k, n_res), dtype=np.int32)
+    if len(grp):
+        delta[:, 0, :] = np.add.reduceat(np.where(early, a, 0.0), d.starts, axis=0)
+        step[:, 0, :] = np.add.reduceat(early.astype(np.int32), d.starts, axis=0)
+    ce = column[:n_end]
+    delta[grp[ends], ce, :] = -np.where(ramp[ends], a[ends], 0.0)
+    step[grp[ends], ce, :] = -ramp[ends].astype(np.int32)
+    cs = column[n_end:]
+    delta[grp[li], cs, lr] = a[li, lr]
+    step[grp[li], cs, lr] = 1
+    count = np.cumsum(step, axis=1)
+    slope = np.where(count > 0, np.cumsum(delta, axis=1), 0.0)
+    base = np.add.reduceat(g, d.starts, axis=0) if len(grp) else np.zeros((n_groups, n_res))
     with np.errstate(invalid="ignore"):  # inf - inf between padding slots (slope 0 there)
-        gap = np.diff(pos, axis=2)
-        inc = np.where(slope[:, :, :-1] > 0.0, slope[:, :, :-1] * gap, 0.0)
-    value = (
-        np.concatenate((np.zeros((n_groups, n_res, 1)), np.cumsum(inc, axis=2)), axis=2)
-        + base[:, :, None]
-    )
-    k = 2 * width
-    return _Ramps(pos.reshape(-1, k), value.reshape(-1, k), slope.reshape(-1, k), base.reshape(-1))
+        gap = np.diff(pos, axis=1)[:, :, None]
+        inc = np.where(slope[:, :-1] > 0.0, slope[:, :-1] * gap, 0.0)
+    value = np.empty((n_groups, k, n_res))
+    value[:, 0] = base
+    np.cumsum(inc, axis=1, out=value[:, 1:])
+    value[:, 1:] += base[:, None, :]
+    return _Ramps(pos, value, slope, base)
 
 
-def _first_above(values: np.ndarray, limit: np.ndarray) -> np.ndarray:
-    """Per row of the nondecreasing ``values``: the first column with a value above ``limit``
-    (the number of columns if none), by a vectorised binary search."""
-    n_rows, width = values.shape
+def _first_above(values: np.ndarray, rows: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Per (group ``rows[i]``, resource ``i % R``) of the ``(G, K, R)`` array ``values``,
+    nondecreasing along ``K``: the first ``k`` with a value above ``limit[i]`` (``K`` if none),
+    by a vectorised binary search."""
+    _, width, n_res = values.shape
     flat = values.ravel()
-    first = np.arange(n_rows) * width
-    lo = np.zeros(n_rows, dtype=np.intp)
-    hi = np.full(n_rows, width, dtype=np.intp)
+    first = rows * (width * n_res) + np.arange(len(rows)) % n_res
+    lo = np.zeros(len(rows), dtype=np.intp)
+    hi = np.full(len(rows), width, dtype=np.intp)
     for _ in range(width.bit_length()):
         mid = (lo + hi) >> 1
-        above = flat[first + np.minimum(mid, width - 1)] > limit
+        above = flat[first + np.minimum(mid, width - 1) * n_res] > limit
         hi = np.where(above, mid, hi)
         lo = np.where(above | (lo >= hi), lo, mid + 1)
     return lo
 
 
-def _ramps_crossing(rp: _Ramps, box: np.ndarray, tol: np.ndarray) -> np.ndarray:
-    """Per group: the highest level at which its sum stays within ``box`` (+ ``tol``) on every
-    resource (``-inf`` if it is over at once, ``+inf`` if never)."""
+def _ramps_crossing(
+    rp: _Ramps, box: np.ndarray, tol: np.ndarray, groups: np.ndarray | None = None
+) -> np.ndarray:
+    """Per group (of ``groups`` alone, when given): the highest level at which its sum stays
+    within ``box`` (+ ``tol``) on every resource (``-inf`` if it is over at once, ``+inf`` if
+    never)."""
     n_groups, n_res = box.shape
     b, t = box.reshape(-1), tol.reshape(-1)
-    rows = np.arange(len(b))
-    if rp.P.shape[1] == 0:
-        return np.where((rp.base > b + t).reshape(n_groups, n_res).any(axis=1), -np.inf, np.inf)
-    k = _first_above(rp.V, b + t)
+    gid = np.arange(n_groups) if groups is None else groups
+    rows = np.repeat(gid, n_res)
+    res = np.tile(np.arange(n_res), n_groups)
+    width = rp.P.shape[1]
+    k = _first_above(rp.V, rows, b + t)
     j = np.maximum(k - 1, 0)
-    p, v, s = rp.P[rows, j], rp.V[rows, j], rp.S[rows, j]
+    p, v, s = rp.P[rows, j], rp.V[rows, j, res], rp.S[rows, j, res]
     with np.errstate(divide="ignore", invalid="ignore"):
         inside = p + np.maximum(b - v, 0.0) / s
-    nxt = rp.P[rows, np.minimum(k, rp.P.shape[1] - 1)]
-    mu = np.where(k == 0, -np.inf, np.where(k >= rp.P.shape[1], np.inf, np.minimum(inside, nxt)))
+    nxt = rp.P[rows, np.minimum(k, width - 1)]
+    mu = np.where(k == 0, -np.inf, np.where(k >= width, np.inf, np.minimum(inside, nxt)))
     return mu.reshape(n_groups, n_res).min(axis=1)
+
+
+def _ramps_at(rp: _Ramps, mu: np.ndarray, groups: np.ndarray | None = None):
+    """The sums and right derivatives of the groups (``groups`` alone, when given) at levels
+    ``mu`` (one per group, >= 0)."""
+    gid = np.arange(len(mu)) if groups is None else groups
+    P = rp.P[gid]
+    j = np.maximum((mu[:, None] >= P).sum(axis=1) - 1, 0)
+    slope = rp.S[gid, j]
+    return rp.V[gid, j] + slope * (mu - P[np.arange(len(gid)), j])[:, None], slope
 
 
 def _tree(
@@ -953,6 +984,12 @@ def _tree(
         d.a, d.g, d.bp = slope[lr], floor[lr], bp[lr]
         d.w_int, d.g_int, d.lim_int = weight[ir], floor[ir], limit[ir]
         d.mu_lo = np.zeros(n_groups)
+        d.lidx = np.full(len(rows), -1, dtype=np.intp)
+        d.lidx[d.leaf] = np.arange(len(d.leaf))
+        d.iidx = np.full(len(rows), -1, dtype=np.intp)
+        d.iidx[d.ints] = np.arange(len(d.ints))
+        d.ends = np.append(starts[1:], len(rows)).astype(np.intp)
+        d.cache = {}
         position[ir] = np.arange(len(ir))
         depths.append(d)
 
@@ -961,6 +998,7 @@ def _tree(
         below = None
         for level in range(max_depth, -1, -1):
             d = depths[level]
+            d.cache = {}
             d.end = end[d.rows[d.leaf]]
             top = np.zeros(len(d.rows))
             most = np.zeros((len(d.rows), n_res))
@@ -1020,6 +1058,59 @@ def _tree(
             return z, z
         return np.add.reduceat(x, d.starts, axis=0), np.add.reduceat(dx, d.starts, axis=0)
 
+    def sub_sums(level: int, mu: np.ndarray, groups: np.ndarray):
+        """The sums and right derivatives of groups ``groups`` (ascending) of ``level`` at
+        levels ``mu`` (one per listed group): :func:`evaluate` and :func:`sums_of` on those
+        groups alone, with the same arithmetic per group (a search's probes move few groups)."""
+        d = depths[level]
+        if d.ramps is not None:
+            return _ramps_at(d.ramps, mu, groups)
+        lo, hi = d.starts[groups], d.ends[groups]
+        sizes = hi - lo
+        first = np.cumsum(sizes) - sizes  # each group's first member in the selection
+        mem = np.arange(int(sizes.sum()), dtype=np.intp) + np.repeat(lo - first, sizes)
+        at = np.repeat(mu, sizes)
+        k = len(mem)
+        x = np.empty((k, n_res))
+        dx = np.zeros((k, n_res))
+        li = d.lidx[mem]
+        is_leaf = li >= 0
+        if is_leaf.any():
+            li = li[is_leaf]
+            lv, e, g, a = at[is_leaf], d.end[li], d.g[li], d.a[li]
+            ramp = a * np.minimum(lv, e)[:, None]
+            x[is_leaf] = np.maximum(g, ramp)
+            dx[is_leaf] = np.where((lv < e)[:, None] & (ramp >= g), a, 0.0)
+        if not is_leaf.all():
+            inner = ~is_leaf
+            ii = d.iidx[mem[inner]]
+            w, g, lim = d.w_int[ii], d.g_int[ii], d.lim_int[ii]
+            wl = (w * at[inner])[:, None]
+            box = np.minimum(np.maximum(g, wl), lim)
+            dbox = np.where((wl >= g) & (wl < lim), w[:, None], 0.0)
+            sums, dsums, star, dstar = solve(level + 1, box, False, ii)
+            rows = np.arange(len(ii))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                dmu = np.where(star >= 0, dbox[rows, star] / dstar, 0.0)
+            x[inner] = sums
+            dx[inner] = dsums * dmu[:, None]
+        return np.add.reduceat(x, first, axis=0), np.add.reduceat(dx, first, axis=0)
+
+    def all_sums(level: int, mu: np.ndarray):
+        """``sums_of(evaluate(level, mu))`` unrecorded, kept per event by the levels."""
+        d = depths[level]
+        if d.ramps is not None:
+            return _ramps_at(d.ramps, mu)
+        key = mu.tobytes()
+        got = d.cache.get(key)
+        if got is None:
+            x, dx, _ = evaluate(level, mu, False)
+            got = sums_of(level, x, dx)
+            if len(d.cache) >= 8:
+                d.cache.pop(next(iter(d.cache)))
+            d.cache[key] = got
+        return got[0].copy(), got[1].copy()
+
     def next_start(level: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Per group: the lowest level above ``lo`` at which a leaf-like member's component
         leaves its floor (midway to ``hi`` if there is none, or an internal member may)."""
@@ -1035,17 +1126,18 @@ def _tree(
             first[np.unique(d.grp[d.ints])] = np.inf  # their starts are not known here
         return np.where(np.isfinite(first) & (first < hi) & (first > lo), first, mid)
 
-    def solve(level: int, box: np.ndarray, record: bool):
-        """First level of every group of ``level`` at which its sum reaches its box."""
+    def solve(level: int, box: np.ndarray, record: bool, groups: np.ndarray | None = None):
+        """First level of every group of ``level`` at which its sum reaches its box (of the
+        groups ``groups`` alone, ascending, when given; never recorded then)."""
         d = depths[level]
         if record:
             trace.setdefault(level, {})
         tol = _TOL * box + 1e-300
         if d.ramps is not None:
-            got = closed(level, box, tol, record)
+            got = closed(level, box, tol, record, groups)
             if _VERIFY:  # differential check against the search at the same inputs
                 keep, d.ramps = d.ramps, None
-                want = solve(level, box, False)
+                want = solve(level, box, False, groups)
                 d.ramps = keep
                 # The closed form is the highest level within the box (+ tol); the search stops
                 # at or below it: usually the same level, but where a ramp touches the box as it
@@ -1055,15 +1147,25 @@ def _tree(
                 if not ((got[0] >= want[0] - slack).all() and (got[0] <= box + tol + 1e-15).all()):
                     raise AssertionError(f"closed-form crossing differs at depth {level}")
             return got
-        hi = d.mu_max.copy()
-        x, dx, _ = evaluate(level, hi, False)
-        s_hi, _ = sums_of(level, x, dx)
+        top = d.mu_max if groups is None else d.mu_max[groups]
+        if groups is None:
+            hi = d.mu_max.copy()
+            s_hi = all_sums(level, hi)[0]
+            mu_lo = d.mu_lo
+        else:
+            hi = d.mu_max[groups]
+            full = d.cache.get(d.mu_max.tobytes())
+            s_hi = full[0][groups] if full is not None else sub_sums(level, hi, groups)[0]
+            mu_lo = d.mu_lo[groups]
         active = (s_hi > box + tol).any(axis=1)
-        lo = np.where(active, np.minimum(d.mu_lo, hi), hi)
-        x, dx, _ = evaluate(level, lo, False)
-        s_lo, ds_lo = sums_of(level, x, dx)
+        lo = np.where(active, np.minimum(mu_lo, hi), hi)
+        if groups is None:
+            s_lo, ds_lo = all_sums(level, lo)
+        else:
+            s_lo, ds_lo = sub_sums(level, lo, groups)
         close = _CLOSE * box + 1e-300
         streak = np.zeros(len(lo), dtype=np.intp)
+        creep = np.zeros(len(lo), dtype=np.intp)  # chord steps in a row that stayed within
         for _ in range(200):
             gap = box - s_lo
             rising = ds_lo > 0.0
@@ -1082,50 +1184,73 @@ def _tree(
                     mid = 0.5 * (lo + hi)
                     # Twice over in a row: a jump (a member's level leaps where the
                     # resources it grows on no longer bound it), which only halving finds.
-                    good = (chord > lo) & (chord < hi) & (streak < 2)
+                    # Twice within in a row: the chord creeps towards a jump (regula falsi
+                    # stalls on one end), which halving finds too.
+                    good = (chord > lo) & (chord < hi) & (streak < 2) & (creep < 2)
                     chord = np.where(good, chord, mid)
                     cand = np.where(wide, chord, cand)
+                    by_chord = wide & good
+                else:
+                    by_chord = wide
             idle = active & ~rising.any(axis=1)
             if idle.any():  # nothing grows at lo (floors hold it): on to the next breakpoint
-                cand = np.where(idle, next_start(level, lo, hi), cand)
+                if groups is None:
+                    ahead = next_start(level, lo, hi)
+                else:
+                    lo_all, hi_all = np.zeros(d.n_groups), np.zeros(d.n_groups)
+                    lo_all[groups], hi_all[groups] = lo, hi
+                    ahead = next_start(level, lo_all, hi_all)[groups]
+                cand = np.where(idle, ahead, cand)
+                by_chord = by_chord & ~idle
             cand = np.where(active, np.maximum(cand, lo), lo)
-            x, dx, _ = evaluate(level, cand, False)
-            s_c, ds_c = sums_of(level, x, dx)
+            moving = np.flatnonzero(active)
+            s_c, ds_c = s_lo.copy(), ds_lo.copy()  # only the active groups' rows are read
+            s_c[moving], ds_c[moving] = sub_sums(
+                level, cand[moving], moving if groups is None else groups[moving]
+            )
             crossed = active & (s_c > box + tol).any(axis=1)
             ok = active & ~crossed
             streak = np.where(crossed, streak + 1, 0)
+            creep = np.where(ok & by_chord, creep + 1, 0)
             hi = np.where(crossed, cand, hi)
             s_hi[crossed] = s_c[crossed]
             lo = np.where(ok, cand, lo)
             s_lo[ok], ds_lo[ok] = s_c[ok], ds_c[ok]
-        x, dx, _ = evaluate(level, lo, record)
-        s_lo, ds_lo = sums_of(level, x, dx)
+        if record:  # (unrecorded, the sums at lo are those of the last probe that stayed)
+            x, dx, _ = evaluate(level, lo, record)
+            s_lo, ds_lo = sums_of(level, x, dx)
+            trace[level]["lo"] = lo
         gap = box - s_lo
         rising = ds_lo > 0.0
-        capped = lo >= d.mu_max
+        capped = lo >= top
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(rising, gap / np.maximum(box, 1e-300), np.inf)
         star = np.where(capped | ~rising.any(axis=1), -1, score.argmin(axis=1))
         dstar = ds_lo[np.arange(len(lo)), np.maximum(star, 0)]
-        if record:
-            trace[level]["lo"] = lo
         return s_lo, ds_lo, star, dstar
 
-    def closed(level: int, box: np.ndarray, tol: np.ndarray, record: bool):
+    def closed(
+        level: int, box: np.ndarray, tol: np.ndarray, record: bool, groups: np.ndarray | None
+    ):
         """:func:`solve` for a depth of leaf-like members: the first crossing in closed form."""
         d = depths[level]
-        hi = d.mu_max
-        lo = np.minimum(_ramps_crossing(d.ramps, box, tol), hi)
-        lo = np.maximum(lo, np.minimum(d.mu_lo, hi))  # levels only ever rise (as the search)
+        hi = d.mu_max if groups is None else d.mu_max[groups]
+        mu_lo = d.mu_lo if groups is None else d.mu_lo[groups]
+        lo = np.minimum(_ramps_crossing(d.ramps, box, tol, groups), hi)
+        lo = np.maximum(lo, np.minimum(mu_lo, hi))  # levels only ever rise (as the search)
         # The sums as the search would evaluate them, to the last ulp (events compare them
         # with the capacity at 4e-16).
-        x, dx, _ = evaluate(level, lo, record)
-        s_lo, ds_lo = sums_of(level, x, dx)
         if record:
+            x, dx, _ = evaluate(level, lo, record)
+            s_lo, ds_lo = sums_of(level, x, dx)
             trace[level]["lo"] = lo
+        elif groups is None:
+            s_lo, ds_lo = all_sums(level, lo)
+        else:
+            s_lo, ds_lo = sub_sums(level, lo, groups)
         gap = box - s_lo
         rising = ds_lo > 0.0
-        capped = lo >= d.mu_max
+        capped = lo >= hi
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(rising, gap / np.maximum(box, 1e-300), np.inf)
         star = np.where(capped | ~rising.any(axis=1), -1, score.argmin(axis=1))

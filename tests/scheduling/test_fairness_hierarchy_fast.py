@@ -56,7 +56,7 @@ def test_the_crossing_check_can_fail(monkeypatch):
     """A wrong closed form is caught by the check (so the test above can fail)."""
     capacity, tenants = _seeded(0, 40, 2)
 
-    def stuck(rp, box, tol):  # as if every group were over its box at once: no level rises
+    def stuck(rp, box, tol, groups=None):  # every group over its box at once: no level rises
         return np.full(len(box), -np.inf)
 
     monkeypatch.setattr(fairness, "_ramps_crossing", stuck)
