@@ -844,31 +844,35 @@ def _ramps(d: _Depth, n_res: int) -> _Ramps:
     column = np.empty(len(order), dtype=np.intp)
     column[order] = 1 + np.arange(len(order)) - first[ent_grp[order]]
     k = 1 + int(counts.max(initial=0))
-    pos = np.full((n_groups, k), np.inf)
-    pos[:, 0] = 0.0
+    pos = np.zeros((n_groups, k))
     pos[ent_grp, column] = ent_pos
+    # Padding repeats a group's last breakpoint while the sums are built (no gap, no inf * 0),
+    # and becomes +inf after.
+    pad = np.arange(k) > counts[:, None]
+    last = pos[np.arange(n_groups), counts]
+    pos = np.where(pad, last[:, None], pos)
     early = ramp & ~late
     delta = np.zeros((n_groups, k, n_res))
-    step = np.zeros((n_groups, k, n_res), dtype=np.int32)
+    step = np.zeros((n_groups, k, n_res), dtype=np.int16)
     if len(grp):
         delta[:, 0, :] = np.add.reduceat(np.where(early, a, 0.0), d.starts, axis=0)
-        step[:, 0, :] = np.add.reduceat(early.astype(np.int32), d.starts, axis=0)
+        step[:, 0, :] = np.add.reduceat(early.astype(np.int16), d.starts, axis=0)
     ce = column[:n_end]
     delta[grp[ends], ce, :] = -np.where(ramp[ends], a[ends], 0.0)
-    step[grp[ends], ce, :] = -ramp[ends].astype(np.int32)
+    step[grp[ends], ce, :] = -ramp[ends].astype(np.int16)
     cs = column[n_end:]
     delta[grp[li], cs, lr] = a[li, lr]
     step[grp[li], cs, lr] = 1
-    count = np.cumsum(step, axis=1)
-    slope = np.where(count > 0, np.cumsum(delta, axis=1), 0.0)
+    np.cumsum(step, axis=1, out=step)
+    slope = np.cumsum(delta, axis=1, out=delta)
+    slope[step <= 0] = 0.0  # no ramp in progress: exactly flat
     base = np.add.reduceat(g, d.starts, axis=0) if len(grp) else np.zeros((n_groups, n_res))
-    with np.errstate(invalid="ignore"):  # inf - inf between padding slots (slope 0 there)
-        gap = np.diff(pos, axis=1)[:, :, None]
-        inc = np.where(slope[:, :-1] > 0.0, slope[:, :-1] * gap, 0.0)
     value = np.empty((n_groups, k, n_res))
     value[:, 0] = base
-    np.cumsum(inc, axis=1, out=value[:, 1:])
+    np.multiply(slope[:, :-1], np.diff(pos, axis=1)[:, :, None], out=value[:, 1:])
+    np.cumsum(value[:, 1:], axis=1, out=value[:, 1:])
     value[:, 1:] += base[:, None, :]
+    pos[pad] = np.inf
     return _Ramps(pos, value, slope, base)
 
 
@@ -1273,6 +1277,7 @@ def _tree(
     done_pairs = np.zeros(int_lim.shape, dtype=bool)
     t_lo = 0.0
     n_events = 0
+    before = None  # the state at the last event, before its freezes
     update_ends()
     top = depths[0]
     ones = np.ones((1, n_res))
@@ -1320,7 +1325,14 @@ def _tree(
         open_pairs = np.isfinite(int_lim) & ~done_pairs
         streak = 0
         snap_hi = None
-        for _ in range(200):
+        # The last event's freezes can make a group's level leap at t_lo itself (the resources
+        # that bounded it stopped growing), past the capacity of a resource: the leaves then
+        # move part of the way from where they stood before the event, and stop there.
+        jumped = (s_lo > box[0] + tol) & ~saturated
+        leapt = bool(jumped.any()) and before is not None
+        if leapt:
+            snap_lo = _part_way(depths, before[0], snap_lo, jumped, before[1], s_lo)
+        for _ in range(0 if leapt else 200):
             gap = box[0] - s_lo
             rising = ds_lo > 0.0
             x_in, dx_in = inner_lo
@@ -1354,7 +1366,7 @@ def _tree(
         # Events at t_lo: resources running out, or limits of internal members binding.
         gap = box[0] - s_lo
         rising = ds_lo > 0.0
-        if (rising & (gap > 0.0) & (gap <= _CLOSE)).any():  # the last ulps, if they fit
+        if not leapt and (rising & (gap > 0.0) & (gap <= _CLOSE)).any():  # the last ulps
             with np.errstate(divide="ignore", invalid="ignore"):
                 step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min()
             for cand in (t_lo + step, np.nextafter(t_lo, np.inf)):
@@ -1370,7 +1382,9 @@ def _tree(
         x_in, dx_in = inner_lo
         near = open_pairs & (dx_in > 0.0) & (int_lim - x_in <= tol * int_lim + 1e-300)
         pairs = [(int(int_rows[i]), int(r)) for i, r in zip(*np.nonzero(near), strict=True)]
-        if not out.any() and not pairs:  # the bracket closed: what crossed at its top
+        if leapt:
+            out, pairs = jumped, []
+        elif not out.any() and not pairs:  # the bracket closed: what crossed at its top
             out = (s_hi > box[0] + tol) & ~saturated
             pairs = fresh_hi
             if out.any() and snap_hi is not None:
@@ -1380,6 +1394,7 @@ def _tree(
         if not events:  # nothing left to stop (round-off): keep what was reached
             final = snap_lo
             break
+        before = (snap_lo, s_lo)
         for owner, r in events:
             if owner < 0:
                 saturated[r] = True

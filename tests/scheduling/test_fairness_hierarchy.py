@@ -119,6 +119,30 @@ def test_a_departments_limit_stops_only_the_members_that_need_the_resource():
     assert result["etl"].reason == result["other"].reason == "saturated:cpu"
 
 
+def test_a_leap_at_an_event_is_shared_part_of_the_way():
+    # The GPUs run out at t = 2/3: r0 and r2.1.2 freeze. r2.1's level was bounded by its GPU
+    # member, so its memory member leaps at that same level, past the memory left (1/6). It
+    # moves part of the way, to take just that: r1 keeps the 2/3 it had reached (its share
+    # guarantee is 1/2.5 = 0.4), instead of being trimmed for a leap that did not fit.
+    result = solve(
+        {"cpu": 1, "memory": 1, "gpu": 1},
+        [
+            Tenant("r0", demand={"gpu": 1}, weight=0.5),
+            Tenant("r1", demand={"memory": 1}),
+            Tenant("r2", demand={}),
+            Tenant("r2.1", demand={}, weight=0.5, parent="r2"),
+            Tenant("r2.1.0", demand={"memory": 1}, weight=0.5, parent="r2.1"),
+            Tenant("r2.1.2", demand={"gpu": 1}, weight=2.0, parent="r2.1"),
+        ],
+    )
+
+    assert result["r0"].resources["gpu"] == pytest.approx(1 / 3)
+    assert result["r2.1.2"].resources["gpu"] == pytest.approx(2 / 3)
+    assert result["r1"].resources["memory"] == pytest.approx(2 / 3)
+    assert result["r2.1.0"].resources["memory"] == pytest.approx(1 / 3)
+    assert result["r1"].reason == result["r2.1.0"].reason == "saturated:memory"
+
+
 def test_rounding_keeps_a_parent_equal_to_its_children_and_within_capacity():
     result = solve(
         {"cpu": 90, "gpu": 7},
