@@ -775,6 +775,11 @@ _VERIFY_REL = 1e-9
 _CLOSE = 4e-16
 # A bracket this narrow (relative) ends a search that keeps overshooting: a jump (_part_way).
 _BRACKET = 1e-10
+# A searched group whose sums stay this far (relative) below its box on every resource they grow
+# on stands at a jump: its level does not move with the box.
+_PINNED = 1e-9
+# Where a pinned root's leap goes over, the water level is probed this much (relative) below.
+_JUMP = 1e-9
 
 
 @dataclass
@@ -1170,11 +1175,15 @@ def _tree(
         close = _CLOSE * box + 1e-300
         streak = np.zeros(len(lo), dtype=np.intp)
         creep = np.zeros(len(lo), dtype=np.intp)  # chord steps in a row that stayed within
+        halved = np.zeros(len(lo), dtype=bool)  # a jump lies in the bracket: halving finds it
         for _ in range(200):
             gap = box - s_lo
             rising = ds_lo > 0.0
             reached = (rising & (gap <= close)).any(axis=1)
-            active &= ~reached & (hi - lo > 1e-15 * hi)
+            # A jump is found to _BRACKET (relative) as on the water level: below it the sums
+            # move by at most that much of their slope.
+            narrow = np.where(halved, _BRACKET, 1e-15) * hi
+            active &= ~reached & (hi - lo > narrow)
             if not active.any():
                 break
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -1194,6 +1203,7 @@ def _tree(
                     chord = np.where(good, chord, mid)
                     cand = np.where(wide, chord, cand)
                     by_chord = wide & good
+                    halved |= active & wide & ~good
                 else:
                     by_chord = wide
             idle = active & ~rising.any(axis=1)
@@ -1220,6 +1230,7 @@ def _tree(
             s_hi[crossed] = s_c[crossed]
             lo = np.where(ok, cand, lo)
             s_lo[ok], ds_lo[ok] = s_c[ok], ds_c[ok]
+        above = s_hi  # the sums where the search last went over (just past a jump, if pinned)
         if record:  # (unrecorded, the sums at lo are those of the last probe that stayed)
             x, dx, _ = evaluate(level, lo, record)
             s_lo, ds_lo = sums_of(level, x, dx)
@@ -1229,8 +1240,14 @@ def _tree(
         capped = lo >= top
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(rising, gap / np.maximum(box, 1e-300), np.inf)
-        star = np.where(capped | ~rising.any(axis=1), -1, score.argmin(axis=1))
+        # Short of its box on every resource it grows on: the group stands just below a jump
+        # (its sums leap past the box there), and stays there while the box grows a little.
+        pinned = score.min(axis=1, initial=np.inf) > _PINNED
+        star = np.where(capped | pinned | ~rising.any(axis=1), -1, score.argmin(axis=1))
         dstar = ds_lo[np.arange(len(lo)), np.maximum(star, 0)]
+        if record:
+            trace[level]["pinned"] = pinned & ~capped & rising.any(axis=1)
+            trace[level]["above"] = above
         return s_lo, ds_lo, star, dstar
 
     def closed(
@@ -1260,6 +1277,20 @@ def _tree(
         star = np.where(capped | ~rising.any(axis=1), -1, score.argmin(axis=1))
         dstar = ds_lo[np.arange(len(lo)), np.maximum(star, 0)]
         return s_lo, ds_lo, star, dstar
+
+    def unpin_levels(snap: dict[int, dict[str, np.ndarray]]) -> np.ndarray:
+        """The water levels (sorted) at which the roots pinned at a jump (see :func:`solve`)
+        have the box that their sums just past the jump need: where they leap."""
+        values = snap.get(1, {})
+        pinned = values.get("pinned")
+        if pinned is None or not pinned.any():
+            return np.zeros(0)
+        d = depths[0]
+        above = values["above"][pinned]
+        w, g, lim = d.w_int[pinned], d.g_int[pinned], d.lim_int[pinned]
+        need = np.where(above > g, above / w[:, None], 0.0)
+        need = np.where(above > lim * (1.0 + _TOL), np.inf, need).max(axis=1)
+        return np.sort(need[np.isfinite(need)])
 
     def warm(snap: dict[int, dict[str, np.ndarray]]) -> None:
         """Start later searches from the group levels of ``snap`` (levels only ever rise)."""
@@ -1324,6 +1355,7 @@ def _tree(
         s_lo, ds_lo, _, snap_lo, inner_lo = probe(t_lo)
         open_pairs = np.isfinite(int_lim) & ~done_pairs
         streak = 0
+        slow = 0  # accepted steps in a row that closed less than half the gap
         snap_hi = None
         # The last event's freezes can make a group's level leap at t_lo itself (the resources
         # that bounded it stopped growing), past the capacity of a resource: the leaves then
@@ -1331,7 +1363,7 @@ def _tree(
         jumped = (s_lo > box[0] + tol) & ~saturated
         leapt = bool(jumped.any()) and before is not None
         if leapt:
-            snap_lo = _part_way(depths, before[0], snap_lo, jumped, before[1], s_lo)
+            snap_lo, s_lo, jumped = _part_way(depths, before[0], snap_lo, jumped, before[1], s_lo)
         for _ in range(0 if leapt else 200):
             gap = box[0] - s_lo
             rising = ds_lo > 0.0
@@ -1349,7 +1381,20 @@ def _tree(
                 if climbing.any():
                     step = min(step, float((room[climbing] / dx_in[climbing]).min()))
             cand = t_lo + step
-            if not cand < t_hi:
+            tangent = False
+            leaps = unpin_levels(snap_lo)
+            inside = leaps[(leaps > t_lo) & (leaps < t_hi)]
+            if slow >= 3:  # the tangents keep falling short (a slope overestimated): halve
+                cand = 0.5 * (t_lo + t_hi)
+            elif streak and len(inside):
+                # Over last time: perhaps the leap of a pinned root. Bisect on those levels.
+                cand = float(inside[len(inside) // 2])
+            elif streak and t_hi in leaps and t_lo < t_hi * (1.0 - _JUMP):
+                # A root's leap went over there: just below it, the bracket is narrow.
+                cand = t_hi * (1.0 - _JUMP)
+            elif cand < t_hi:
+                tangent = True
+            else:
                 over = s_hi > box[0] + tol
                 with np.errstate(divide="ignore", invalid="ignore"):
                     frac = np.where(over, gap / (s_hi - s_lo), np.inf).min()
@@ -1361,7 +1406,10 @@ def _tree(
             if (s_c > box[0] + tol).any() or fresh_c:
                 t_hi, s_hi, fresh_hi, snap_hi = cand, s_c, fresh_c, snap_c
             else:
+                before_gap = np.where(rising, gap, np.inf).min()
                 t_lo, s_lo, ds_lo, snap_lo, inner_lo = cand, s_c, ds_c, snap_c, inner_c
+                after_gap = np.where(rising, box[0] - s_lo, np.inf).min()
+                slow = slow + 1 if tangent and after_gap > 0.5 * before_gap else 0
                 warm(snap_lo)
         # Events at t_lo: resources running out, or limits of internal members binding.
         gap = box[0] - s_lo
@@ -1388,7 +1436,7 @@ def _tree(
             out = (s_hi > box[0] + tol) & ~saturated
             pairs = fresh_hi
             if out.any() and snap_hi is not None:
-                snap_lo = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi)
+                snap_lo, s_lo, out = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi)
         events = [(-1, r) for r in np.flatnonzero(out).tolist()]
         events += sorted(set(pairs))
         if not events:  # nothing left to stop (round-off): keep what was reached
@@ -1433,35 +1481,42 @@ def _part_way(
     out: np.ndarray,
     s_lo: np.ndarray,
     s_hi: np.ndarray,
-) -> dict[int, dict[str, np.ndarray]]:
-    """Levels between two states an ulp of the water level apart, where resources ``out`` run out.
+) -> tuple[dict[int, dict[str, np.ndarray]], np.ndarray, np.ndarray]:
+    """Levels between two states at (about) one water level, where a resource of ``out`` runs
+    out; return them, the consumption there and the resources that run out there.
 
     Where a member's level jumps (the resources that bounded its group stopped growing), the
     consumption of a resource can leap past the capacity between two neighbouring levels. The
     leaves then move from their levels in ``snap_lo`` towards those in ``snap_hi`` together, by
-    the fraction (found by halving, on the leaves alone) that fills the first resource of
-    ``out``; the members drawing on it freeze there.
+    the fraction (found by halving, on the moving leaves alone) that fills the first resource of
+    ``out``; the members drawing on the resources that fill there freeze, and the others move
+    on (the next probe finds where).
     """
-    lo_f, hi_f = 0.0, 1.0
     if not (s_hi[out] > s_lo[out]).any():
-        return snap_lo
-
-    def levels(f: float) -> dict[int, np.ndarray]:
-        return {
-            lv: snap_lo[lv]["at"] + f * (snap_hi[lv]["at"] - snap_lo[lv]["at"])
-            for lv in snap_lo
-            if lv in snap_hi
-        }
+        return snap_lo, s_lo, out
+    steady = np.zeros(out.shape)
+    moving = []
+    for lv in snap_lo:
+        d = depths[lv]
+        if lv not in snap_hi or not len(d.leaf):
+            continue
+        lo_at, hi_at = snap_lo[lv]["at"][d.leaf], snap_hi[lv]["at"][d.leaf]
+        move = lo_at != hi_at
+        still = ~move
+        steady += np.maximum(
+            d.g[still], d.a[still] * np.minimum(lo_at[still], d.end[still])[:, None]
+        ).sum(axis=0)
+        if move.any():
+            moving.append((d.g[move], d.a[move], d.end[move], lo_at[move], hi_at[move]))
 
     def used(f: float) -> np.ndarray:
-        total = np.zeros(out.shape)
-        for lv, at in levels(f).items():
-            d = depths[lv]
-            if len(d.leaf):
-                lvl = at[d.leaf]
-                total += np.maximum(d.g, d.a * np.minimum(lvl, d.end)[:, None]).sum(axis=0)
+        total = steady.copy()
+        for g, a, end, lo_at, hi_at in moving:
+            lvl = lo_at + f * (hi_at - lo_at)
+            total += np.maximum(g, a * np.minimum(lvl, end)[:, None]).sum(axis=0)
         return total
 
+    lo_f, hi_f = 0.0, 1.0
     for _ in range(60):
         mid = 0.5 * (lo_f + hi_f)
         if (used(mid)[out] > 1.0).any():
@@ -1469,9 +1524,12 @@ def _part_way(
         else:
             lo_f = mid
     moved = {lv: dict(values) for lv, values in snap_lo.items()}
-    for lv, at in levels(lo_f).items():
-        moved[lv]["at"] = at
-    return moved
+    for lv in snap_lo:
+        if lv in snap_hi:
+            at_lo, at_hi = snap_lo[lv]["at"], snap_hi[lv]["at"]
+            moved[lv]["at"] = at_lo + lo_f * (at_hi - at_lo)
+    filled = out & (used(hi_f) > 1.0)
+    return moved, used(lo_f), filled if filled.any() else out
 
 
 def _own_floor(problem: _Problem, own_rows: np.ndarray) -> np.ndarray:
