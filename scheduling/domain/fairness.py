@@ -1172,6 +1172,10 @@ def _tree(
             s_lo, ds_lo = all_sums(level, lo)
         else:
             s_lo, ds_lo = sub_sums(level, lo, groups)
+        # Over its box already where it starts (on a resource its members no longer grow on):
+        # it cannot rise until the box passes those sums, and leaps there.
+        stuck = active & (s_lo > box + tol).any(axis=1)
+        active &= ~stuck
         close = _CLOSE * box + 1e-300
         streak = np.zeros(len(lo), dtype=np.intp)
         creep = np.zeros(len(lo), dtype=np.intp)  # chord steps in a row that stayed within
@@ -1230,7 +1234,9 @@ def _tree(
             s_hi[crossed] = s_c[crossed]
             lo = np.where(ok, cand, lo)
             s_lo[ok], ds_lo[ok] = s_c[ok], ds_c[ok]
-        above = s_hi  # the sums where the search last went over (just past a jump, if pinned)
+        # The sums where the search last went over (just past a jump, if pinned), or those it
+        # stands at when stuck.
+        above = np.where(stuck[:, None], s_lo, s_hi)
         if record:  # (unrecorded, the sums at lo are those of the last probe that stayed)
             x, dx, _ = evaluate(level, lo, record)
             s_lo, ds_lo = sums_of(level, x, dx)
