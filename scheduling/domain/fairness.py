@@ -1265,12 +1265,10 @@ def _tree(
         mu_lo = d.mu_lo if groups is None else d.mu_lo[groups]
         lo = np.minimum(_ramps_crossing(d.ramps, box, tol, groups), hi)
         lo = np.maximum(lo, np.minimum(mu_lo, hi))  # levels only ever rise (as the search)
-        # The sums as the search would evaluate them, to the last ulp (events compare them
-        # with the capacity at 4e-16).
+        # The sums from the breakpoints (their amounts, once, for the final state: leaves()).
         if record:
-            x, dx, _ = evaluate(level, lo, record)
-            s_lo, ds_lo = sums_of(level, x, dx)
-            trace[level]["lo"] = lo
+            s_lo, ds_lo = _ramps_at(d.ramps, lo)
+            trace[level].update(mu=lo.copy(), at=lo[d.grp], x=None, dx=None, lo=lo)
         elif groups is None:
             s_lo, ds_lo = all_sums(level, lo)
         else:
@@ -1477,6 +1475,11 @@ def _tree(
                 code[ids] = 2 + r
                 event[ids] = n_events
         update_ends()
+    for level, values in final.items():  # the leaves' amounts where the sums came from ramps
+        if values.get("x") is None and level in final:
+            d = depths[level]
+            at = values["at"]
+            values["x"] = np.maximum(d.g, d.a * np.minimum(at, d.end)[:, None])
     return final, code, event, triggered, depths, unit, n_rows, own_rows, leaf_like
 
 
