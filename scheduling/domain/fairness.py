@@ -805,6 +805,7 @@ class _Depth:
     mu_max: np.ndarray = None  # per group: level beyond which no member grows
     mu_lo: np.ndarray = None  # per group: a level known not to cross its box (warm start)
     ramps: Any = None  # the groups' sums in closed form (a depth of leaf-like members only)
+    built: np.ndarray = None  # the end levels ``ramps`` was built from
     lidx: np.ndarray = None  # per member: its index among the leaf-like members (-1: internal)
     iidx: np.ndarray = None  # per member: its index among the internal members (-1: leaf-like)
     ends: np.ndarray = None  # one past each group's last member
@@ -831,9 +832,53 @@ class _Ramps:
 
 def _ramps(d: _Depth, n_res: int) -> _Ramps:
     """Build :class:`_Ramps` for a depth whose members are all leaf-like (sums exact per group:
-    the cumulative sums run within a group only)."""
-    n_groups = d.n_groups
-    grp, a, g, e = d.grp, d.a, d.g, d.end
+    the cumulative sums run within a group only). Only the groups with a member whose end moved
+    since the last build are built again."""
+    old = d.ramps
+    if old is None or d.built is None:
+        d.built = d.end.copy()
+        return _build_ramps(d.grp, d.starts, d.a, d.g, d.end, d.n_groups, n_res)
+    moved = np.flatnonzero(d.end != d.built)
+    d.built = d.end.copy()
+    if not len(moved):
+        return old
+    groups = np.unique(d.grp[moved])
+    lo, hi = d.starts[groups], d.ends[groups]
+    sizes = hi - lo
+    first = np.cumsum(sizes) - sizes
+    mem = np.arange(int(sizes.sum()), dtype=np.intp) + np.repeat(lo - first, sizes)
+    local = np.repeat(np.arange(len(groups)), sizes)
+    new = _build_ramps(local, first, d.a[mem], d.g[mem], d.end[mem], len(groups), n_res)
+    width = max(old.P.shape[1], new.P.shape[1])
+    old, new = _widen(old, width), _widen(new, width)
+    for name in ("P", "V", "S", "base"):
+        getattr(old, name)[groups] = getattr(new, name)
+    return old
+
+
+def _widen(rp: _Ramps, width: int) -> _Ramps:
+    """``rp`` with ``width`` breakpoints per group (padding repeats the last sums, slope 0)."""
+    k = rp.P.shape[1]
+    if k >= width:
+        return rp
+    pad = width - k
+    P = np.concatenate((rp.P, np.full((len(rp.P), pad), np.inf)), axis=1)
+    V = np.concatenate((rp.V, np.repeat(rp.V[:, -1:], pad, axis=1)), axis=1)
+    S = np.concatenate((rp.S, np.zeros((len(rp.S), pad, rp.S.shape[2]))), axis=1)
+    return _Ramps(P, V, S, rp.base)
+
+
+def _build_ramps(
+    grp: np.ndarray,
+    starts: np.ndarray,
+    a: np.ndarray,
+    g: np.ndarray,
+    e: np.ndarray,
+    n_groups: int,
+    n_res: int,
+) -> _Ramps:
+    """:class:`_Ramps` of the members ``grp`` (grouped, groups ``starts``), with slopes ``a``,
+    floors ``g`` and end levels ``e``."""
     with np.errstate(divide="ignore", invalid="ignore"):
         s = np.where(a > 0.0, np.where(g > 0.0, g / np.where(a > 0.0, a, 1.0), 0.0), np.inf)
     ramp = (a > 0.0) & (s < e[:, None])
@@ -860,8 +905,8 @@ def _ramps(d: _Depth, n_res: int) -> _Ramps:
     delta = np.zeros((n_groups, k, n_res))
     step = np.zeros((n_groups, k, n_res), dtype=np.int16)
     if len(grp):
-        delta[:, 0, :] = np.add.reduceat(np.where(early, a, 0.0), d.starts, axis=0)
-        step[:, 0, :] = np.add.reduceat(early.astype(np.int16), d.starts, axis=0)
+        delta[:, 0, :] = np.add.reduceat(np.where(early, a, 0.0), starts, axis=0)
+        step[:, 0, :] = np.add.reduceat(early.astype(np.int16), starts, axis=0)
     ce = column[:n_end]
     delta[grp[ends], ce, :] = -np.where(ramp[ends], a[ends], 0.0)
     step[grp[ends], ce, :] = -ramp[ends].astype(np.int16)
@@ -871,7 +916,7 @@ def _ramps(d: _Depth, n_res: int) -> _Ramps:
     np.cumsum(step, axis=1, out=step)
     slope = np.cumsum(delta, axis=1, out=delta)
     slope[step <= 0] = 0.0  # no ramp in progress: exactly flat
-    base = np.add.reduceat(g, d.starts, axis=0) if len(grp) else np.zeros((n_groups, n_res))
+    base = np.add.reduceat(g, starts, axis=0) if len(grp) else np.zeros((n_groups, n_res))
     value = np.empty((n_groups, k, n_res))
     value[:, 0] = base
     np.multiply(slope[:, :-1], np.diff(pos, axis=1)[:, :, None], out=value[:, 1:])
