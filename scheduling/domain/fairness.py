@@ -1397,10 +1397,6 @@ def _tree(
                 inner = (np.zeros((0, n_res)), np.zeros((0, n_res)))
             return s[0], ds[0], fresh, snapshot, inner
 
-        s_hi, _, fresh_hi, _, _ = probe(t_hi)
-        if not ((s_hi > box[0] + tol).any() or fresh_hi):
-            final = probe(t_hi)[3]
-            break
         s_lo, ds_lo, _, snap_lo, inner_lo = probe(t_lo)
         open_pairs = np.isfinite(int_lim) & ~done_pairs
         streak = 0
@@ -1411,6 +1407,13 @@ def _tree(
         # move part of the way from where they stood before the event, and stop there.
         jumped = (s_lo > box[0] + tol) & ~saturated
         leapt = bool(jumped.any()) and before is not None
+        if not leapt:  # is anything left to stop below the top level?
+            s_hi, _, fresh_hi, snap_top, _ = probe(t_hi)
+            if not ((s_hi > box[0] + tol).any() or fresh_hi):
+                final = snap_top
+                break
+        else:
+            s_hi, fresh_hi = s_lo, []
         if leapt:
             snap_lo, s_lo, jumped = _part_way(depths, before[0], snap_lo, jumped, before[1], s_lo)
         for _ in range(0 if leapt else 200):
