@@ -1400,6 +1400,7 @@ def _tree(
         s_lo, ds_lo, _, snap_lo, inner_lo = probe(t_lo)
         open_pairs = np.isfinite(int_lim) & ~done_pairs
         streak = 0
+        leaps = np.zeros(0)  # the levels where pinned roots leap
         slow = 0  # accepted steps in a row that closed less than half the gap
         snap_hi = None
         # The last event's freezes can make a group's level leap at t_lo itself (the resources
@@ -1426,6 +1427,7 @@ def _tree(
                 (rising & (gap <= _CLOSE)).any()
                 or (climbing & (room <= _CLOSE * int_lim)).any()
                 or t_hi - t_lo <= (_BRACKET if streak >= 2 else 1e-15) * t_hi
+                or (t_hi in leaps and t_hi - t_lo <= 2.0 * _JUMP * t_hi)  # just below a leap
             ):
                 break
             with np.errstate(divide="ignore", invalid="ignore"):
