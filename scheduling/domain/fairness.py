@@ -1575,10 +1575,24 @@ def _part_way(
             total += np.maximum(g, a * np.minimum(lvl, end)[:, None]).sum(axis=0)
         return total
 
+    def over(f: float) -> bool:
+        return bool((used(f)[out] > 1.0).any())
+
     lo_f, hi_f = 0.0, 1.0
-    for _ in range(60):
+    first = _first_fill(moving, used(0.0), out)
+    if first is not None:  # the exact fraction; keep it if the sums agree on either side
+        below = [f for f in (first, first * (1.0 - 1e-13), first * (1.0 - 1e-11)) if f >= 0.0]
+        above = [first * (1.0 + 1e-13) + 1e-16, first * (1.0 + 1e-11) + 1e-14]
+        lo_c = next((f for f in below if not over(f)), None)
+        hi_c = next((f for f in above if f <= 1.0 and over(f)), None)
+        if lo_c is not None and hi_c is not None:
+            lo_f, hi_f = lo_c, hi_c
+    exact = hi_f < 1.0 or lo_f > 0.0
+    while not exact and hi_f - lo_f > 2.0**-60 * hi_f:  # else halve, to 2**-60
         mid = 0.5 * (lo_f + hi_f)
-        if (used(mid)[out] > 1.0).any():
+        if not lo_f < mid < hi_f:
+            break
+        if over(mid):
             hi_f = mid
         else:
             lo_f = mid
@@ -1589,6 +1603,54 @@ def _part_way(
             moved[lv]["at"] = at_lo + lo_f * (at_hi - at_lo)
     filled = out & (used(hi_f) > 1.0)
     return moved, used(lo_f), filled if filled.any() else out
+
+
+def _first_fill(moving: list[tuple], start: np.ndarray, out: np.ndarray) -> float | None:
+    """The lowest fraction ``f`` at which a resource of ``out`` fills (its sum reaches 1), the
+    moving leaves going from their levels ``lo`` to ``hi`` (``lo + f * (hi - lo)``); ``start`` is
+    the consumption at ``f = 0``. Every leaf's amount is piecewise linear in ``f`` (its floor, a
+    ramp, its end), so the sums are too: sorted ramps give the crossing exactly. ``None`` where
+    some level would fall."""
+    if not moving:
+        return None
+    g = np.concatenate([m[0] for m in moving])
+    a = np.concatenate([m[1] for m in moving])
+    e = np.concatenate([m[2] for m in moving])
+    lo = np.concatenate([m[3] for m in moving])
+    step = np.concatenate([m[4] for m in moving]) - lo
+    if (step < 0.0).any():
+        return None
+    best = np.inf
+    for r in np.flatnonzero(out).tolist():
+        if start[r] >= 1.0:
+            return 0.0
+        ar = a[:, r]
+        ramp = (ar > 0.0) & (step > 0.0)
+        if not ramp.any():
+            continue
+        ar, gr, er, lr, sr = ar[ramp], g[ramp, r], e[ramp], lo[ramp], step[ramp]
+        begin = np.clip((gr / ar - lr) / sr, 0.0, 1.0)
+        end = np.clip((er - lr) / sr, 0.0, 1.0)
+        keep = begin < end
+        if not keep.any():
+            continue
+        slope = ar[keep] * sr[keep]
+        pos = np.concatenate((begin[keep], end[keep]))
+        change = np.concatenate((slope, -slope))
+        order = np.argsort(pos, kind="stable")
+        pos, change = pos[order], change[order]
+        after = np.cumsum(change)
+        value = start[r] + np.concatenate(([0.0], np.cumsum(after[:-1] * np.diff(pos))))
+        hit = np.flatnonzero(value >= 1.0)
+        if len(hit):
+            k = int(hit[0])
+            f = pos[0] if k == 0 else pos[k - 1] + (1.0 - value[k - 1]) / after[k - 1]
+        elif after[-1] > 0.0 and pos[-1] < 1.0:
+            f = pos[-1] + (1.0 - value[-1]) / after[-1]
+        else:
+            continue
+        best = min(best, float(f))
+    return best if best <= 1.0 else None
 
 
 def _own_floor(problem: _Problem, own_rows: np.ndarray) -> np.ndarray:
