@@ -849,10 +849,12 @@ def _ramps(d: _Depth, n_res: int) -> _Ramps:
     mem = np.arange(int(sizes.sum()), dtype=np.intp) + np.repeat(lo - first, sizes)
     local = np.repeat(np.arange(len(groups)), sizes)
     new = _build_ramps(local, first, d.a[mem], d.g[mem], d.end[mem], len(groups), n_res)
-    width = max(old.P.shape[1], new.P.shape[1])
-    old, new = _widen(old, width), _widen(new, width)
-    for name in ("P", "V", "S", "base"):
-        getattr(old, name)[groups] = getattr(new, name)
+    k = new.P.shape[1]
+    old = _widen(old, k)  # (a group's breakpoints only ever get fewer: seldom needed)
+    old.P[groups, :k], old.P[groups, k:] = new.P, np.inf
+    old.V[groups, :k], old.V[groups, k:] = new.V, new.V[:, -1:]
+    old.S[groups, :k], old.S[groups, k:] = new.S, 0.0
+    old.base[groups] = new.base
     return old
 
 
