@@ -941,7 +941,7 @@ def _build_ramps(
     step[grp[li], cs, lr] = 1
     np.cumsum(step, axis=1, out=step)
     slope = np.cumsum(delta, axis=1, out=delta)
-    slope[step <= 0] = 0.0  # no ramp in progress: exactly flat
+    np.copyto(slope, 0.0, where=step <= 0)  # no ramp in progress: exactly flat
     base = np.add.reduceat(g, starts, axis=0) if len(grp) else np.zeros((n_groups, n_res))
     value = np.empty((n_groups, k, n_res))
     value[:, 0] = base
@@ -955,18 +955,19 @@ def _build_ramps(
 def _first_above(values: np.ndarray, rows: np.ndarray, limit: np.ndarray) -> np.ndarray:
     """Per (group ``rows[i]``, resource ``i % R``) of the ``(G, K, R)`` array ``values``,
     nondecreasing along ``K``: the first ``k`` with a value above ``limit[i]`` (``K`` if none),
-    by a vectorised binary search."""
+    by a vectorised binary search (branch-free: the count of values within, in power-of-two
+    steps)."""
     _, width, n_res = values.shape
     flat = values.ravel()
     first = rows * (width * n_res) + np.arange(len(rows)) % n_res
-    lo = np.zeros(len(rows), dtype=np.intp)
-    hi = np.full(len(rows), width, dtype=np.intp)
-    for _ in range(width.bit_length()):
-        mid = (lo + hi) >> 1
-        above = flat[first + np.minimum(mid, width - 1) * n_res] > limit
-        hi = np.where(above, mid, hi)
-        lo = np.where(above | (lo >= hi), lo, mid + 1)
-    return lo
+    count = np.zeros(len(rows), dtype=np.intp)  # values[..., :count] are all within
+    step = 1 << (width.bit_length() - 1) if width else 0
+    while step:
+        probe = count + step  # within if values[probe - 1] <= limit (and probe <= width)
+        index = first + (np.minimum(probe, width) - 1) * n_res
+        count += np.where((probe <= width) & (flat[index] <= limit), step, 0)
+        step >>= 1
+    return count
 
 
 def _ramps_crossing(
