@@ -830,6 +830,7 @@ class _Depth:
     mu_lo: np.ndarray = None  # per group: a level known not to cross its box (warm start)
     ramps: Any = None  # the groups' sums in closed form (a depth of leaf-like members only)
     built: np.ndarray = None  # the end levels ``ramps`` was built from
+    rise: np.ndarray = None  # leaf-like members: the level where each component's ramp starts
     lidx: np.ndarray = None  # per member: its index among the leaf-like members (-1: internal)
     iidx: np.ndarray = None  # per member: its index among the internal members (-1: leaf-like)
     ends: np.ndarray = None  # one past each group's last member
@@ -861,7 +862,11 @@ def _ramps(d: _Depth, n_res: int) -> _Ramps:
     old = d.ramps
     if old is None or d.built is None:
         d.built = d.end.copy()
-        return _build_ramps(d.grp, d.starts, d.a, d.g, d.end, d.n_groups, n_res)
+        with np.errstate(divide="ignore", invalid="ignore"):  # where each ramp starts
+            d.rise = np.where(
+                d.a > 0.0, np.where(d.g > 0.0, d.g / np.where(d.a > 0.0, d.a, 1.0), 0.0), np.inf
+            )
+        return _build_ramps(d.grp, d.starts, d.a, d.g, d.end, d.rise, d.n_groups, n_res)
     moved = np.flatnonzero(d.end != d.built)
     d.built = d.end.copy()
     if not len(moved):
@@ -872,7 +877,9 @@ def _ramps(d: _Depth, n_res: int) -> _Ramps:
     first = np.cumsum(sizes) - sizes
     mem = np.arange(int(sizes.sum()), dtype=np.intp) + np.repeat(lo - first, sizes)
     local = np.repeat(np.arange(len(groups)), sizes)
-    new = _build_ramps(local, first, d.a[mem], d.g[mem], d.end[mem], len(groups), n_res)
+    new = _build_ramps(
+        local, first, d.a[mem], d.g[mem], d.end[mem], d.rise[mem], len(groups), n_res
+    )
     k = new.P.shape[1]
     old = _widen(old, k)  # (a group's breakpoints only ever get fewer: seldom needed)
     old.P[groups, :k], old.P[groups, k:] = new.P, np.inf
@@ -900,13 +907,12 @@ def _build_ramps(
     a: np.ndarray,
     g: np.ndarray,
     e: np.ndarray,
+    s: np.ndarray,
     n_groups: int,
     n_res: int,
 ) -> _Ramps:
     """:class:`_Ramps` of the members ``grp`` (grouped, groups ``starts``), with slopes ``a``,
-    floors ``g`` and end levels ``e``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.where(a > 0.0, np.where(g > 0.0, g / np.where(a > 0.0, a, 1.0), 0.0), np.inf)
+    floors ``g``, end levels ``e`` and the levels ``s`` where their ramps start (``g / a``)."""
     ramp = (a > 0.0) & (s < e[:, None])
     late = ramp & (s > 0.0)  # ramps that start above level 0 (held up by a floor)
     ends = np.flatnonzero(ramp.any(axis=1))
@@ -946,8 +952,7 @@ def _build_ramps(
     value = np.empty((n_groups, k, n_res))
     value[:, 0] = base
     np.multiply(slope[:, :-1], np.diff(pos, axis=1)[:, :, None], out=value[:, 1:])
-    np.cumsum(value[:, 1:], axis=1, out=value[:, 1:])
-    value[:, 1:] += base[:, None, :]
+    np.cumsum(value, axis=1, out=value)
     pos[pad] = np.inf
     return _Ramps(pos, value, slope, base)
 
