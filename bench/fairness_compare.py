@@ -15,8 +15,9 @@ and a fresh process each time keeps one version's garbage from slowing the other
 
 ``fuzz`` solves seeded random problems (up to 40 tenants, 1-5 resources, hierarchies, guarantees,
 limits, zero capacities, integral resources) with both versions and counts the problems whose
-amounts differ (beyond 1e-7, relative), and those that differ only in a reason or dominant
-resource; it prints the first few of each. Exit status 1 if any amount differs.
+amounts differ (beyond ``--rel``, default 1e-7, relative), and those that differ only in a
+reason or dominant resource; it prints the first few of each. Exit status 1 if any amount
+differs. ``--flat`` drops every parent, to compare flat problems alone.
 """
 
 from __future__ import annotations
@@ -118,11 +119,13 @@ def run(module: ModuleType, capacity, tenants, integral):
         return str(e)
 
 
-def fuzz(a: str, b: str, problems: int, show: int) -> int:
+def fuzz(a: str, b: str, problems: int, show: int, flat: bool = False, rel: float = 1e-7) -> int:
     old, new = load(a), load(b)
     invalid = amounts = ties = 0
     for seed in range(problems):
         capacity, tenants, integral = random_problem(random.Random(seed))
+        if flat:  # the same problems without their hierarchy
+            tenants = [(*t[:5], None) for t in tenants]
         x, y = run(old, capacity, tenants, integral), run(new, capacity, tenants, integral)
         if isinstance(x, str) or isinstance(y, str):
             if isinstance(x, str) and isinstance(y, str):
@@ -136,7 +139,7 @@ def fuzz(a: str, b: str, problems: int, show: int) -> int:
             for name in x
             for r in x[name].resources
             if not math.isclose(
-                x[name].resources[r], y[name].resources[r], rel_tol=1e-7, abs_tol=1e-7
+                x[name].resources[r], y[name].resources[r], rel_tol=rel, abs_tol=rel
             )
         ]
         labels = [
@@ -180,11 +183,13 @@ def main() -> int:
     f.add_argument("b")
     f.add_argument("--problems", type=int, default=2000)
     f.add_argument("--show", type=int, default=5)
+    f.add_argument("--flat", action="store_true", help="drop every parent (flat problems only)")
+    f.add_argument("--rel", type=float, default=1e-7, help="relative (and absolute) tolerance")
     args = parser.parse_args()
     if args.command == "time":
         time_versions(args.a, args.b, args.cases.split(","), args.repeat, args.rounds)
         return 0
-    return fuzz(args.a, args.b, args.problems, args.show)
+    return fuzz(args.a, args.b, args.problems, args.show, args.flat, args.rel)
 
 
 if __name__ == "__main__":

@@ -56,29 +56,75 @@ cannot tell) whether a group's sum ends a few ulps over its capacity, and trims 
 The arithmetic is vectorised with NumPy: pure computation on arrays, no I/O. Validation and
 the result (one ``dict`` and :class:`Allocation` per tenant) are plain Python.
 
-Hierarchy (H-DRF, solved top-down)
-----------------------------------
-Tenants whose ``parent`` is ``None`` are the roots and share the cluster capacity. A parent's
-*effective demand* is its own demand plus what each child can use: the child's effective demand
-cut down to its limit along the demand vector, or its floor where that is larger (callers must not
-pre-aggregate); the parent's own limit then applies to it as to any tenant. Its
-*effective guarantee* is the component-wise maximum of its own guarantee and the sum of its
-children's effective guarantees. Each group of
-siblings is filled against its parent's allocation (the roots against the capacity), with shares
-measured against that allocation; a parent's own demand, if any, competes with its children as an
-implicit member of weight 1 with no guarantee or limit (as tasks in a cgroup-v1 parent compete with
-its child groups at the default weight). A parent's :class:`Allocation` is its whole subtree's
-allocation, children are carved out of it. A child's ``saturated:<r>`` can mean that its parent's
-share of ``r`` ran out. Capacity a group leaves unused (siblings of very different shapes) is not
-offered to other groups: this two-stage form trades that for simplicity and speed.
+Hierarchy (static H-DRF, Bhattacharya et al., SoCC 2013)
+--------------------------------------------------------
+Tenants whose ``parent`` is ``None`` are the roots. Only the *members* hold resources: the
+tenants without children and, for a parent with a demand of its own, that own demand (an
+implicit member of its children's group with weight 1, no guarantee and no limit). A parent's
+allocation is exactly the sum of its members' below it, so Volcano's rule (children's deserved
+within the parent's) holds by construction.
+
+Progressive filling runs on one water level ``t`` for the roots. A member grows as in the flat
+case at the level of its group; an internal node ``v`` at level ``L`` has a *box*
+``min(max(G, w L), limit)`` (in shares of the capacity; ``G`` its effective guarantee, see
+below), and the level of its children's group is the highest at which their sum stays inside the
+box on every resource that one of them still grows on (its *first crossing*): dominant share
+over the resources still growing, equal to ``w L``, as DRF asks of siblings. A member freezes
+when it reaches its demand or limit, when a resource it draws on runs out in the cluster
+(``saturated:<r>``), or when an ancestor's limit on a resource it draws on binds (also
+``saturated:<r>``; the ancestor's reason is ``limit``). Every other member keeps growing: nothing
+that a short member could use is left over, which is what the two-stage form (fill the
+departments along their summed demand, then split) did not give. Resources that stop growing in a
+group no longer bound it, so a group's level can jump (the paper's "ignore saturated resources");
+a resource that runs out during such a jump is shared by moving the members part way.
+
+Each internal node's first crossing is found by a safeguarded Newton search (tangent from below,
+chord or halving when it overshoots), nested depth by depth and batched over all groups of a
+depth; the events (a resource running out, a parent's limit binding) are found the same way on
+``t``. The deepest groups (leaf-like members only) are solved in closed form instead: between
+events each member's component is constant, then a ramp, then constant, so a group's sum per
+resource is piecewise linear in its level. Every group's breakpoints (shared by its resources)
+are sorted once per event, with the sums and slopes there (:func:`_ramps`, rebuilt only for the
+groups whose members' ends moved); a first crossing is a binary search per (group, resource)
+(:func:`_ramps_crossing`) and a group's sums at a level one per group (:func:`_ramps_at`). The
+leaves' own amounts are evaluated once, for the final state. A search's probes evaluate only the
+groups still moving (a few of tens, after the first steps).
+
+Jumps, where a group's sums leap past its box as a resource that bounded it stops growing, are
+the expensive part of the searches, and each is handled where it shows:
+
+* a searched group whose sums stay short of its box (1e-9) on every resource they grow on stands
+  just below a jump: it is *pinned* (its level does not follow the box: slope 0 in the chain
+  rule) until the box passes the sums just above the jump; the water level probes exactly there
+  (bisecting over the roots' such levels when a probe went over), and a bracket from just below
+  such a level to it is closed;
+* a group already over its box where its search starts (on a resource it no longer grows on) is
+  *stuck* there, with no halving towards a level it cannot leave;
+* where the sums leap past the capacity (between two probes, or at an event's own level, when
+  the event's freezes make a group leap), the leaves move part of the way, by the fraction at
+  which the first resource fills: exact from the leaves' sorted ramps along the move
+  (:func:`_first_fill`; halving as the fallback); only the members drawing on the resources that
+  fill there freeze, the others move on at the next probe;
+* the water level's tangents halve after three steps in a row that close less than half of the
+  gap (a slope overestimated), and a search's chord halves after two steps that stay within.
+
+The nested search without the closed form is kept as :func:`_solve_hierarchy_reference`.
+Cost: about ``R`` events plus leaps (here 7 at 10,000 tenants), each a few probes on ``t`` (31
+in all); a probe is two ``O(G R log K)`` crossings over the deepest groups plus a few searched
+probes of the groups still moving, and an event rebuilds ``O(m R)`` breakpoints of the groups it
+touched. Flat problems never reach this code.
+An internal node's *effective guarantee* is the maximum of its own guarantee and the sum of its
+children's; its own guarantee beyond the children's floors is its own demand's floor (the box
+never forces a member past what it can use: a parent's guarantee that no member can use is not
+held for nobody).
 
 Integral resources
 ------------------
-Resources named in ``integral`` (``nvidia.com/gpu``) are rounded per group, after filling and
-before the children of that group are filled: every member gets ``floor(x)``, then the
-``floor(sum x)`` total (at most the group's capacity) is reached by giving one more unit to the
-largest remainders, ties by name, never above a member's demand or limit (rounded down). Other
-resources of the vector are left as filled.
+Resources named in ``integral`` (``nvidia.com/gpu``) are rounded per group, top-down: every
+member gets ``floor(x)``, then the ``floor(sum x)`` total (at most the capacity; for a group
+below a parent, the parent's rounded amount) is reached by giving one more unit to the largest
+remainders, ties by name, never above a member's demand or limit (rounded down); a parent whose
+children cannot reach its rounded amount gets their sum. Other resources are left as filled.
 
 Guarantees of :func:`solve`
 ---------------------------
@@ -198,6 +244,7 @@ class _Problem:
     limit: np.ndarray  # (n, R), inf where none
     parent: np.ndarray  # (n,), -1 for the roots
     depth: np.ndarray  # (n,), 0 for the roots
+    own_guarantee: np.ndarray | None = None  # (n, R), as given
 
 
 def solve(
@@ -231,7 +278,7 @@ def solve(
             gc.enable()
 
 
-def _solve(problem: _Problem) -> dict[str, Allocation]:
+def _solve(problem: _Problem, fast: bool = True) -> dict[str, Allocation]:
     """Fill the groups of ``problem`` top-down, depth by depth, and build the allocations.
 
     All sibling groups of one depth are filled in one batch (:func:`_fill` keeps them apart):
@@ -250,7 +297,11 @@ def _solve(problem: _Problem) -> dict[str, Allocation]:
     total = np.array(problem.capacity, dtype=float)
     allocated = np.zeros((n, n_res))
     code = np.zeros(n, dtype=np.intp)
-    for level in range(int(depth.max()) + 1):
+    levels = int(depth.max()) + 1
+    if levels > 1 and n_res:
+        allocated, code = _solve_tree(problem, fast)
+        levels = 0
+    for level in range(levels):
         src = np.flatnonzero(depth == level)
         if level == 0:
             starts = np.zeros(1, dtype=np.intp)
@@ -309,6 +360,15 @@ def _solve(problem: _Problem) -> dict[str, Allocation]:
         shares, dominant = [0.0] * n, [""] * n
     amounts = list(map(dict, map(zip, repeat(resources), allocated.tolist())))
     return dict(zip(names, _allocations(amounts, shares, dominant, why), strict=True))
+
+
+def _solve_hierarchy_reference(problem: _Problem) -> dict[str, Allocation]:
+    """:func:`_solve` with every sibling group's first crossing found by the nested search.
+
+    The slow form of the same H-DRF (no closed form for the deepest groups), kept as the
+    reference that the differential tests compare the default with.
+    """
+    return _solve(problem, fast=False)
 
 
 def _matrix(rows: list[list[float]], n_res: int) -> np.ndarray:
@@ -674,6 +734,8 @@ def _round_integral(
     integral: list[int],
     targets: np.ndarray,
     alloc: np.ndarray,
+    *,
+    to_cap: bool = False,
 ) -> None:
     """Round the integral resources of every group in place by largest remainder.
 
@@ -694,9 +756,9 @@ def _round_integral(
         values = alloc[:, r]
         bases = np.floor(values * tolerance + _EPS)
         total = np.add.reduceat(values, starts)
-        target = np.minimum(
-            np.floor(total * tolerance + _EPS), np.floor(cap[:, r] * tolerance + _EPS)
-        )
+        target = np.floor(cap[:, r] * tolerance + _EPS)
+        if not to_cap:
+            target = np.minimum(np.floor(total * tolerance + _EPS), target)
         extra = target - np.add.reduceat(bases, starts)
         if (extra > 0).any():
             remainder = values - bases
@@ -722,6 +784,992 @@ def _bump(order: np.ndarray, group: np.ndarray, count: np.ndarray, bases: np.nda
     rank = np.arange(len(order)) - np.repeat(seg, np.diff(np.append(seg, len(order))))
     chosen = order[rank < count[g]]
     bases[chosen] += by
+
+
+# ---------------------------------------------------------------- hierarchy: static H-DRF
+
+
+# Relative tolerance of the root finding (a level, or an amount against its box).
+_TOL = 1e-12
+# Tests set this to compare every closed-form crossing with the nested search's (at that
+# relative tolerance).
+_VERIFY = False
+_VERIFY_REL = 1e-9
+# A search stops this close (relative) to its target: a few ulps.
+_CLOSE = 4e-16
+# A bracket this narrow (relative) ends a search that keeps overshooting: a jump (_part_way).
+_BRACKET = 1e-10
+# A searched group whose sums stay this far (relative) below its box on every resource they grow
+# on stands at a jump: its level does not move with the box.
+_PINNED = 1e-9
+# Where a pinned root's leap goes over, the water level is probed this much (relative) below.
+_JUMP = 1e-9
+
+
+@dataclass
+class _Depth:
+    """The members of every sibling group of one depth, grouped (rows in name order)."""
+
+    rows: np.ndarray  # row numbers (tenants, then implicit own-demand members)
+    grp: np.ndarray  # group of each member (index into the internal members one depth up)
+    starts: np.ndarray  # first member of each group
+    n_groups: int
+    leaf: np.ndarray  # positions of the leaf-like members (tenants without children, own demand)
+    ints: np.ndarray  # positions of the internal members (their groups are one depth down)
+    # leaf-like members, in shares of the capacity: slope, floor, end level, breakpoints
+    a: np.ndarray = None
+    g: np.ndarray = None
+    end: np.ndarray = None
+    bp: np.ndarray = None
+    # internal members: weight, floor (effective guarantee) and limit, in shares
+    w_int: np.ndarray = None
+    g_int: np.ndarray = None
+    lim_int: np.ndarray = None
+    end_int: np.ndarray = None  # level beyond which the member's allocation is constant
+    mu_max: np.ndarray = None  # per group: level beyond which no member grows
+    mu_lo: np.ndarray = None  # per group: a level known not to cross its box (warm start)
+    ramps: Any = None  # the groups' sums in closed form (a depth of leaf-like members only)
+    built: np.ndarray = None  # the end levels ``ramps`` was built from
+    rise: np.ndarray = None  # leaf-like members: the level where each component's ramp starts
+    lidx: np.ndarray = None  # per member: its index among the leaf-like members (-1: internal)
+    iidx: np.ndarray = None  # per member: its index among the internal members (-1: leaf-like)
+    ends: np.ndarray = None  # one past each group's last member
+    cache: dict = None  # group levels (bytes) -> the groups' sums and slopes there (per event)
+
+
+@dataclass
+class _Ramps:
+    """The sums of one depth's groups of leaf-like members, piecewise linear in the group level.
+
+    Group ``g`` has its breakpoints sorted in ``P[g]``: level 0, then every level at which a
+    member stops growing (its end) or a component leaves its floor (its start), ``+inf``
+    padded. ``V[g, k, r]`` is the sum of resource ``r`` at ``P[g, k]`` and ``S[g, k, r]`` the slope
+    right after it (exactly zero where no ramp of ``r`` is in progress); ``base`` is the sum of
+    the floors. The resources of a group share its breakpoints: one sort per group, not per
+    resource.
+    """
+
+    P: np.ndarray  # (G, K)
+    V: np.ndarray  # (G, K, R)
+    S: np.ndarray  # (G, K, R)
+    base: np.ndarray  # (G, R)
+
+
+def _ramps(d: _Depth, n_res: int) -> _Ramps:
+    """Build :class:`_Ramps` for a depth whose members are all leaf-like (sums exact per group:
+    the cumulative sums run within a group only). Only the groups with a member whose end moved
+    since the last build are built again."""
+    old = d.ramps
+    if old is None or d.built is None:
+        d.built = d.end.copy()
+        with np.errstate(divide="ignore", invalid="ignore"):  # where each ramp starts
+            d.rise = np.where(
+                d.a > 0.0, np.where(d.g > 0.0, d.g / np.where(d.a > 0.0, d.a, 1.0), 0.0), np.inf
+            )
+        return _build_ramps(d.grp, d.starts, d.a, d.g, d.end, d.rise, d.n_groups, n_res)
+    moved = np.flatnonzero(d.end != d.built)
+    d.built = d.end.copy()
+    if not len(moved):
+        return old
+    groups = np.unique(d.grp[moved])
+    lo, hi = d.starts[groups], d.ends[groups]
+    sizes = hi - lo
+    first = np.cumsum(sizes) - sizes
+    mem = np.arange(int(sizes.sum()), dtype=np.intp) + np.repeat(lo - first, sizes)
+    local = np.repeat(np.arange(len(groups)), sizes)
+    new = _build_ramps(
+        local, first, d.a[mem], d.g[mem], d.end[mem], d.rise[mem], len(groups), n_res
+    )
+    k = new.P.shape[1]
+    old = _widen(old, k)  # (a group's breakpoints only ever get fewer: seldom needed)
+    old.P[groups, :k], old.P[groups, k:] = new.P, np.inf
+    old.V[groups, :k], old.V[groups, k:] = new.V, new.V[:, -1:]
+    old.S[groups, :k], old.S[groups, k:] = new.S, 0.0
+    old.base[groups] = new.base
+    return old
+
+
+def _widen(rp: _Ramps, width: int) -> _Ramps:
+    """``rp`` with ``width`` breakpoints per group (padding repeats the last sums, slope 0)."""
+    k = rp.P.shape[1]
+    if k >= width:
+        return rp
+    pad = width - k
+    P = np.concatenate((rp.P, np.full((len(rp.P), pad), np.inf)), axis=1)
+    V = np.concatenate((rp.V, np.repeat(rp.V[:, -1:], pad, axis=1)), axis=1)
+    S = np.concatenate((rp.S, np.zeros((len(rp.S), pad, rp.S.shape[2]))), axis=1)
+    return _Ramps(P, V, S, rp.base)
+
+
+def _build_ramps(
+    grp: np.ndarray,
+    starts: np.ndarray,
+    a: np.ndarray,
+    g: np.ndarray,
+    e: np.ndarray,
+    s: np.ndarray,
+    n_groups: int,
+    n_res: int,
+) -> _Ramps:
+    """:class:`_Ramps` of the members ``grp`` (grouped, groups ``starts``), with slopes ``a``,
+    floors ``g``, end levels ``e`` and the levels ``s`` where their ramps start (``g / a``)."""
+    ramp = (a > 0.0) & (s < e[:, None])
+    late = ramp & (s > 0.0)  # ramps that start above level 0 (held up by a floor)
+    ends = np.flatnonzero(ramp.any(axis=1))
+    li, lr = np.nonzero(late)
+    n_end = len(ends)
+    ent_grp = np.concatenate((grp[ends], grp[li]))
+    ent_pos = np.concatenate((e[ends], s[li, lr]))
+    order = np.lexsort((ent_pos, ent_grp))
+    counts = np.bincount(ent_grp, minlength=n_groups)
+    first = np.cumsum(counts) - counts
+    column = np.empty(len(order), dtype=np.intp)
+    column[order] = 1 + np.arange(len(order)) - first[ent_grp[order]]
+    k = 1 + int(counts.max(initial=0))
+    pos = np.zeros((n_groups, k))
+    pos[ent_grp, column] = ent_pos
+    # Padding repeats a group's last breakpoint while the sums are built (no gap, no inf * 0),
+    # and becomes +inf after.
+    pad = np.arange(k) > counts[:, None]
+    last = pos[np.arange(n_groups), counts]
+    pos = np.where(pad, last[:, None], pos)
+    early = ramp & ~late
+    delta = np.zeros((n_groups, k, n_res))
+    step = np.zeros((n_groups, k, n_res), dtype=np.int16)
+    if len(grp):
+        delta[:, 0, :] = np.add.reduceat(np.where(early, a, 0.0), starts, axis=0)
+        step[:, 0, :] = np.add.reduceat(early.astype(np.int16), starts, axis=0)
+    ce = column[:n_end]
+    delta[grp[ends], ce, :] = -np.where(ramp[ends], a[ends], 0.0)
+    step[grp[ends], ce, :] = -ramp[ends].astype(np.int16)
+    cs = column[n_end:]
+    delta[grp[li], cs, lr] = a[li, lr]
+    step[grp[li], cs, lr] = 1
+    np.cumsum(step, axis=1, out=step)
+    slope = np.cumsum(delta, axis=1, out=delta)
+    np.copyto(slope, 0.0, where=step <= 0)  # no ramp in progress: exactly flat
+    base = np.add.reduceat(g, starts, axis=0) if len(grp) else np.zeros((n_groups, n_res))
+    value = np.empty((n_groups, k, n_res))
+    value[:, 0] = base
+    np.multiply(slope[:, :-1], np.diff(pos, axis=1)[:, :, None], out=value[:, 1:])
+    np.cumsum(value, axis=1, out=value)
+    pos[pad] = np.inf
+    return _Ramps(pos, value, slope, base)
+
+
+def _first_above(values: np.ndarray, rows: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """Per (group ``rows[i]``, resource ``i % R``) of the ``(G, K, R)`` array ``values``,
+    nondecreasing along ``K``: the first ``k`` with a value above ``limit[i]`` (``K`` if none),
+    by a vectorised binary search (branch-free: the count of values within, in power-of-two
+    steps)."""
+    _, width, n_res = values.shape
+    flat = values.ravel()
+    first = rows * (width * n_res) + np.arange(len(rows)) % n_res
+    count = np.zeros(len(rows), dtype=np.intp)  # values[..., :count] are all within
+    step = 1 << (width.bit_length() - 1) if width else 0
+    while step:
+        probe = count + step  # within if values[probe - 1] <= limit (and probe <= width)
+        index = first + (np.minimum(probe, width) - 1) * n_res
+        count += np.where((probe <= width) & (flat[index] <= limit), step, 0)
+        step >>= 1
+    return count
+
+
+def _ramps_crossing(
+    rp: _Ramps, box: np.ndarray, tol: np.ndarray, groups: np.ndarray | None = None
+) -> np.ndarray:
+    """Per group (of ``groups`` alone, when given): the highest level at which its sum stays
+    within ``box`` (+ ``tol``) on every resource (``-inf`` if it is over at once, ``+inf`` if
+    never)."""
+    n_groups, n_res = box.shape
+    b, t = box.reshape(-1), tol.reshape(-1)
+    gid = np.arange(n_groups) if groups is None else groups
+    rows = np.repeat(gid, n_res)
+    res = np.tile(np.arange(n_res), n_groups)
+    width = rp.P.shape[1]
+    k = _first_above(rp.V, rows, b + t)
+    j = np.maximum(k - 1, 0)
+    p, v, s = rp.P[rows, j], rp.V[rows, j, res], rp.S[rows, j, res]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inside = p + np.maximum(b - v, 0.0) / s
+    nxt = rp.P[rows, np.minimum(k, width - 1)]
+    mu = np.where(k == 0, -np.inf, np.where(k >= width, np.inf, np.minimum(inside, nxt)))
+    return mu.reshape(n_groups, n_res).min(axis=1)
+
+
+def _ramps_at(rp: _Ramps, mu: np.ndarray, groups: np.ndarray | None = None):
+    """The sums and right derivatives of the groups (``groups`` alone, when given) at levels
+    ``mu`` (one per group, >= 0)."""
+    gid = np.arange(len(mu)) if groups is None else groups
+    P = rp.P[gid]
+    j = np.maximum((mu[:, None] >= P).sum(axis=1) - 1, 0)
+    slope = rp.S[gid, j]
+    return rp.V[gid, j] + slope * (mu - P[np.arange(len(gid)), j])[:, None], slope
+
+
+def _tree(
+    problem: _Problem, fast: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[_Depth], Any]:
+    """Static H-DRF by progressive filling of the leaves; see the module docstring.
+
+    Return the continuous allocations of every row (tenants, then implicit own-demand members) in
+    shares of the capacity, their reason codes, the row -> tenant map, the depths and the
+    traced final levels.
+    """
+    names = problem.names
+    n, n_res = len(names), len(problem.resources)
+    cap = np.array(problem.capacity, dtype=float)
+    pos = cap > 0.0
+    unit = np.where(pos, cap, 1.0)
+    parent, depth = problem.parent, problem.depth
+    has_kids = np.zeros(n, dtype=bool)
+    has_kids[parent[parent >= 0]] = True
+    own_rows = np.flatnonzero(has_kids & problem.own_demand.any(axis=1))
+    n_rows = n + len(own_rows)
+    row_parent = np.concatenate((parent, own_rows))
+    row_depth = np.concatenate((depth, depth[own_rows] + 1))
+    leaf_like = np.concatenate((~has_kids, np.ones(len(own_rows), dtype=bool)))
+    weight = np.concatenate((problem.weight, np.full(len(own_rows), _OWN_DEMAND_WEIGHT)))
+    demand = np.concatenate((problem.demand, problem.own_demand[own_rows])) / unit
+    floor = np.concatenate((problem.floor, _own_floor(problem, own_rows))) / unit
+    limit = np.concatenate((problem.limit, np.full((len(own_rows), n_res), np.inf))) / unit
+
+    # Leaf-like rows: slope (dominant share w * L at level L), end level, reason at the end.
+    code = np.zeros(n_rows, dtype=np.intp)
+    event = np.full(n_rows, -1, dtype=np.intp)  # which event froze a row (-1: none)
+    share = np.where(pos, demand, 0.0).max(axis=1, initial=0.0)
+    blocked = leaf_like & ((demand > 0.0) & ~pos).any(axis=1)
+    code[blocked] = 2 + ((demand > 0.0) & ~pos)[blocked].argmax(axis=1)
+    growing = leaf_like & (share > 0.0) & ~blocked
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(growing, weight / np.where(growing, share, 1.0), 0.0)
+        slope = k[:, None] * np.where(pos, demand, 0.0)
+        cut = _cut(demand, limit)
+        end = np.where(growing, cut * share / weight, 0.0)
+        code[growing & (cut < 1.0)] = 1
+        held = (floor > 0.0) & (slope > 0.0)
+        bp = np.where(held, floor / np.where(held, slope, 1.0), np.inf)
+
+    depths: list[_Depth] = []
+    max_depth = int(row_depth.max())
+    position = np.full(n_rows, -1, dtype=np.intp)  # a row's place among its depth's internals
+    for level in range(max_depth + 1):
+        rows = np.flatnonzero(row_depth == level)
+        if level == 0:
+            grp = np.zeros(len(rows), dtype=np.intp)
+            n_groups = 1
+        else:
+            grp = position[row_parent[rows]]
+            n_groups = len(depths[-1].ints)
+        order = np.lexsort((rows, grp))
+        rows, grp = rows[order], grp[order]
+        starts = np.searchsorted(grp, np.arange(n_groups))
+        is_leaf = leaf_like[rows]
+        d = _Depth(rows, grp, starts, n_groups, np.flatnonzero(is_leaf), np.flatnonzero(~is_leaf))
+        lr, ir = rows[d.leaf], rows[d.ints]
+        d.a, d.g, d.bp = slope[lr], floor[lr], bp[lr]
+        d.w_int, d.g_int, d.lim_int = weight[ir], floor[ir], limit[ir]
+        d.mu_lo = np.zeros(n_groups)
+        d.lidx = np.full(len(rows), -1, dtype=np.intp)
+        d.lidx[d.leaf] = np.arange(len(d.leaf))
+        d.iidx = np.full(len(rows), -1, dtype=np.intp)
+        d.iidx[d.ints] = np.arange(len(d.ints))
+        d.ends = np.append(starts[1:], len(rows)).astype(np.intp)
+        d.cache = {}
+        position[ir] = np.arange(len(ir))
+        depths.append(d)
+
+    def update_ends() -> None:
+        """Each row's level beyond which it stops growing, bottom-up (after freezes)."""
+        below = None
+        for level in range(max_depth, -1, -1):
+            d = depths[level]
+            d.cache = {}
+            d.end = end[d.rows[d.leaf]]
+            top = np.zeros(len(d.rows))
+            most = np.zeros((len(d.rows), n_res))
+            top[d.leaf] = d.end
+            most[d.leaf] = np.maximum(d.g, d.a * d.end[:, None])
+            if len(d.ints):
+                kids_most = below
+                reach = np.minimum(kids_most, d.lim_int)
+                d.end_int = np.where(pos, reach, 0.0).max(axis=1, initial=0.0) / d.w_int
+                top[d.ints] = d.end_int
+                most[d.ints] = reach
+            d.mu_max = np.maximum.reduceat(top, d.starts) if len(d.rows) else np.zeros(0)
+            below = np.add.reduceat(most, d.starts, axis=0) if d.n_groups else None
+            if d.n_groups and len(d.rows) == 0:
+                below = np.zeros((d.n_groups, n_res))
+            if fast and not len(d.ints) and level > 0:
+                d.ramps = _ramps(d, n_res)
+
+    trace: dict[int, dict[str, np.ndarray]] = {}
+
+    def evaluate(level: int, mu: np.ndarray, record: bool):
+        """Members of ``level`` at group levels ``mu``: amounts and right derivatives."""
+        d = depths[level]
+        m = len(d.rows)
+        x = np.empty((m, n_res))
+        dx = np.zeros((m, n_res))
+        at = mu[d.grp]
+        if len(d.leaf):
+            lv = at[d.leaf]
+            ramp = d.a * np.minimum(lv, d.end)[:, None]
+            x[d.leaf] = np.maximum(d.g, ramp)
+            dx[d.leaf] = np.where((lv < d.end)[:, None] & (ramp >= d.g), d.a, 0.0)
+        binding = None
+        if len(d.ints):
+            wl = (d.w_int * at[d.ints])[:, None]
+            box = np.minimum(np.maximum(d.g_int, wl), d.lim_int)
+            dbox = np.where((wl >= d.g_int) & (wl < d.lim_int), d.w_int[:, None], 0.0)
+            sums, dsums, star, dstar = solve(level + 1, box, record)
+            rows = np.arange(len(d.ints))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                dmu = np.where(star >= 0, dbox[rows, star] / dstar, 0.0)
+            x[d.ints] = sums
+            dx[d.ints] = dsums * dmu[:, None]
+            # A limit binds where the group stopped at a limit component of its box.
+            s = np.maximum(star, 0)
+            binding = (star >= 0) & (d.lim_int[rows, s] <= np.maximum(d.g_int, wl)[rows, s])
+            if record:
+                trace.setdefault(level, {}).update(binding=np.where(binding, star, -1), dmu=dmu)
+        if record:
+            trace.setdefault(level, {}).update(mu=mu.copy(), x=x, dx=dx, at=at)
+        return x, dx, binding
+
+    def sums_of(level: int, x: np.ndarray, dx: np.ndarray):
+        d = depths[level]
+        if len(d.rows) == 0:
+            z = np.zeros((d.n_groups, n_res))
+            return z, z
+        return np.add.reduceat(x, d.starts, axis=0), np.add.reduceat(dx, d.starts, axis=0)
+
+    def sub_sums(level: int, mu: np.ndarray, groups: np.ndarray):
+        """The sums and right derivatives of groups ``groups`` (ascending) of ``level`` at
+        levels ``mu`` (one per listed group): :func:`evaluate` and :func:`sums_of` on those
+        groups alone, with the same arithmetic per group (a search's probes move few groups)."""
+        d = depths[level]
+        if d.ramps is not None:
+            return _ramps_at(d.ramps, mu, groups)
+        lo, hi = d.starts[groups], d.ends[groups]
+        sizes = hi - lo
+        first = np.cumsum(sizes) - sizes  # each group's first member in the selection
+        mem = np.arange(int(sizes.sum()), dtype=np.intp) + np.repeat(lo - first, sizes)
+        at = np.repeat(mu, sizes)
+        k = len(mem)
+        x = np.empty((k, n_res))
+        dx = np.zeros((k, n_res))
+        li = d.lidx[mem]
+        is_leaf = li >= 0
+        if is_leaf.any():
+            li = li[is_leaf]
+            lv, e, g, a = at[is_leaf], d.end[li], d.g[li], d.a[li]
+            ramp = a * np.minimum(lv, e)[:, None]
+            x[is_leaf] = np.maximum(g, ramp)
+            dx[is_leaf] = np.where((lv < e)[:, None] & (ramp >= g), a, 0.0)
+        if not is_leaf.all():
+            inner = ~is_leaf
+            ii = d.iidx[mem[inner]]
+            w, g, lim = d.w_int[ii], d.g_int[ii], d.lim_int[ii]
+            wl = (w * at[inner])[:, None]
+            box = np.minimum(np.maximum(g, wl), lim)
+            dbox = np.where((wl >= g) & (wl < lim), w[:, None], 0.0)
+            sums, dsums, star, dstar = solve(level + 1, box, False, ii)
+            rows = np.arange(len(ii))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                dmu = np.where(star >= 0, dbox[rows, star] / dstar, 0.0)
+            x[inner] = sums
+            dx[inner] = dsums * dmu[:, None]
+        return np.add.reduceat(x, first, axis=0), np.add.reduceat(dx, first, axis=0)
+
+    def all_sums(level: int, mu: np.ndarray):
+        """``sums_of(evaluate(level, mu))`` unrecorded, kept per event by the levels."""
+        d = depths[level]
+        if d.ramps is not None:
+            return _ramps_at(d.ramps, mu)
+        key = mu.tobytes()
+        got = d.cache.get(key)
+        if got is None:
+            x, dx, _ = evaluate(level, mu, False)
+            got = sums_of(level, x, dx)
+            if len(d.cache) >= 8:
+                d.cache.pop(next(iter(d.cache)))
+            d.cache[key] = got
+        return got[0].copy(), got[1].copy()
+
+    def next_start(level: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per group: the lowest level above ``lo`` at which a leaf-like member's component
+        leaves its floor (midway to ``hi`` if there is none, or an internal member may)."""
+        d = depths[level]
+        mid = 0.5 * (lo + hi)
+        if not len(d.leaf):
+            return mid
+        at = lo[d.grp[d.leaf]][:, None]
+        ahead = np.where((d.bp > at) & (d.bp < d.end[:, None]), d.bp, np.inf).min(axis=1)
+        first = np.full(d.n_groups, np.inf)
+        np.minimum.at(first, d.grp[d.leaf], ahead)
+        if len(d.ints):
+            first[np.unique(d.grp[d.ints])] = np.inf  # their starts are not known here
+        return np.where(np.isfinite(first) & (first < hi) & (first > lo), first, mid)
+
+    def solve(level: int, box: np.ndarray, record: bool, groups: np.ndarray | None = None):
+        """First level of every group of ``level`` at which its sum reaches its box (of the
+        groups ``groups`` alone, ascending, when given; never recorded then)."""
+        d = depths[level]
+        if record:
+            trace.setdefault(level, {})
+        tol = _TOL * box + 1e-300
+        if d.ramps is not None:
+            got = closed(level, box, tol, record, groups)
+            if _VERIFY:  # differential check against the search at the same inputs
+                keep, d.ramps = d.ramps, None
+                want = solve(level, box, False, groups)
+                d.ramps = keep
+                # The closed form is the highest level within the box (+ tol); the search stops
+                # at or below it: usually the same level, but where a ramp touches the box as it
+                # ends and the sum stays flat beyond, the search stops at the touch and the
+                # closed form goes on over the flat stretch (the jump the search makes later).
+                slack = _VERIFY_REL * np.abs(want[0]) + 1e-15
+                if not ((got[0] >= want[0] - slack).all() and (got[0] <= box + tol + 1e-15).all()):
+                    raise AssertionError(f"closed-form crossing differs at depth {level}")
+            return got
+        top = d.mu_max if groups is None else d.mu_max[groups]
+        if groups is None:
+            hi = d.mu_max.copy()
+            s_hi = all_sums(level, hi)[0]
+            mu_lo = d.mu_lo
+        else:
+            hi = d.mu_max[groups]
+            full = d.cache.get(d.mu_max.tobytes())
+            s_hi = full[0][groups] if full is not None else sub_sums(level, hi, groups)[0]
+            mu_lo = d.mu_lo[groups]
+        active = (s_hi > box + tol).any(axis=1)
+        lo = np.where(active, np.minimum(mu_lo, hi), hi)
+        if groups is None:
+            s_lo, ds_lo = all_sums(level, lo)
+        else:
+            s_lo, ds_lo = sub_sums(level, lo, groups)
+        # Over its box already where it starts (on a resource its members no longer grow on):
+        # it cannot rise until the box passes those sums, and leaps there.
+        stuck = active & (s_lo > box + tol).any(axis=1)
+        active &= ~stuck
+        close = _CLOSE * box + 1e-300
+        streak = np.zeros(len(lo), dtype=np.intp)
+        creep = np.zeros(len(lo), dtype=np.intp)  # chord steps in a row that stayed within
+        halved = np.zeros(len(lo), dtype=bool)  # a jump lies in the bracket: halving finds it
+        for _ in range(200):
+            gap = box - s_lo
+            rising = ds_lo > 0.0
+            reached = (rising & (gap <= close)).any(axis=1)
+            # A jump is found to _BRACKET (relative) as on the water level: below it the sums
+            # move by at most that much of their slope.
+            narrow = np.where(halved, _BRACKET, 1e-15) * hi
+            active &= ~reached & (hi - lo > narrow)
+            if not active.any():
+                break
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min(axis=1)
+                cand = lo + step
+                wide = ~(cand < hi)
+                if wide.any():  # the tangent overshoots: the chord to the crossing end
+                    over = s_hi > box + tol
+                    frac = np.where(over, (box - s_lo) / (s_hi - s_lo), np.inf).min(axis=1)
+                    chord = lo + (hi - lo) * frac
+                    mid = 0.5 * (lo + hi)
+                    # Twice over in a row: a jump (a member's level leaps where the
+                    # resources it grows on no longer bound it), which only halving finds.
+                    # Twice within in a row: the chord creeps towards a jump (regula falsi
+                    # stalls on one end), which halving finds too.
+                    good = (chord > lo) & (chord < hi) & (streak < 2) & (creep < 2)
+                    chord = np.where(good, chord, mid)
+                    cand = np.where(wide, chord, cand)
+                    by_chord = wide & good
+                    halved |= active & wide & ~good
+                else:
+                    by_chord = wide
+            idle = active & ~rising.any(axis=1)
+            if idle.any():  # nothing grows at lo (floors hold it): on to the next breakpoint
+                if groups is None:
+                    ahead = next_start(level, lo, hi)
+                else:
+                    lo_all, hi_all = np.zeros(d.n_groups), np.zeros(d.n_groups)
+                    lo_all[groups], hi_all[groups] = lo, hi
+                    ahead = next_start(level, lo_all, hi_all)[groups]
+                cand = np.where(idle, ahead, cand)
+                by_chord = by_chord & ~idle
+            cand = np.where(active, np.maximum(cand, lo), lo)
+            moving = np.flatnonzero(active)
+            s_c, ds_c = s_lo.copy(), ds_lo.copy()  # only the active groups' rows are read
+            s_c[moving], ds_c[moving] = sub_sums(
+                level, cand[moving], moving if groups is None else groups[moving]
+            )
+            crossed = active & (s_c > box + tol).any(axis=1)
+            ok = active & ~crossed
+            streak = np.where(crossed, streak + 1, 0)
+            creep = np.where(ok & by_chord, creep + 1, 0)
+            hi = np.where(crossed, cand, hi)
+            s_hi[crossed] = s_c[crossed]
+            lo = np.where(ok, cand, lo)
+            s_lo[ok], ds_lo[ok] = s_c[ok], ds_c[ok]
+        # The sums where the search last went over (just past a jump, if pinned), or those it
+        # stands at when stuck.
+        above = np.where(stuck[:, None], s_lo, s_hi)
+        if record:  # (unrecorded, the sums at lo are those of the last probe that stayed)
+            x, dx, _ = evaluate(level, lo, record)
+            s_lo, ds_lo = sums_of(level, x, dx)
+            trace[level]["lo"] = lo
+        gap = box - s_lo
+        rising = ds_lo > 0.0
+        capped = lo >= top
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(rising, gap / np.maximum(box, 1e-300), np.inf)
+        # Short of its box on every resource it grows on: the group stands just below a jump
+        # (its sums leap past the box there), and stays there while the box grows a little.
+        pinned = score.min(axis=1, initial=np.inf) > _PINNED
+        star = np.where(capped | pinned | ~rising.any(axis=1), -1, score.argmin(axis=1))
+        dstar = ds_lo[np.arange(len(lo)), np.maximum(star, 0)]
+        if record:
+            trace[level]["pinned"] = pinned & ~capped & rising.any(axis=1)
+            trace[level]["above"] = above
+        return s_lo, ds_lo, star, dstar
+
+    def closed(
+        level: int, box: np.ndarray, tol: np.ndarray, record: bool, groups: np.ndarray | None
+    ):
+        """:func:`solve` for a depth of leaf-like members: the first crossing in closed form."""
+        d = depths[level]
+        hi = d.mu_max if groups is None else d.mu_max[groups]
+        mu_lo = d.mu_lo if groups is None else d.mu_lo[groups]
+        lo = np.minimum(_ramps_crossing(d.ramps, box, tol, groups), hi)
+        lo = np.maximum(lo, np.minimum(mu_lo, hi))  # levels only ever rise (as the search)
+        # The sums from the breakpoints (their amounts, once, for the final state: leaves()).
+        if record:
+            s_lo, ds_lo = _ramps_at(d.ramps, lo)
+            trace[level].update(mu=lo.copy(), at=lo[d.grp], x=None, dx=None, lo=lo)
+        elif groups is None:
+            s_lo, ds_lo = all_sums(level, lo)
+        else:
+            s_lo, ds_lo = sub_sums(level, lo, groups)
+        gap = box - s_lo
+        rising = ds_lo > 0.0
+        capped = lo >= hi
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(rising, gap / np.maximum(box, 1e-300), np.inf)
+        star = np.where(capped | ~rising.any(axis=1), -1, score.argmin(axis=1))
+        dstar = ds_lo[np.arange(len(lo)), np.maximum(star, 0)]
+        return s_lo, ds_lo, star, dstar
+
+    def unpin_levels(snap: dict[int, dict[str, np.ndarray]]) -> np.ndarray:
+        """The water levels (sorted) at which the roots pinned at a jump (see :func:`solve`)
+        have the box that their sums just past the jump need: where they leap."""
+        values = snap.get(1, {})
+        pinned = values.get("pinned")
+        if pinned is None or not pinned.any():
+            return np.zeros(0)
+        d = depths[0]
+        above = values["above"][pinned]
+        w, g, lim = d.w_int[pinned], d.g_int[pinned], d.lim_int[pinned]
+        need = np.where(above > g, above / w[:, None], 0.0)
+        need = np.where(above > lim * (1.0 + _TOL), np.inf, need).max(axis=1)
+        return np.sort(need[np.isfinite(need)])
+
+    def warm(snap: dict[int, dict[str, np.ndarray]]) -> None:
+        """Start later searches from the group levels of ``snap`` (levels only ever rise)."""
+        for level, values in snap.items():
+            if "lo" in values:
+                depths[level].mu_lo = values["lo"]
+
+    saturated = ~pos.copy()
+    triggered: set[tuple[int, int]] = set()
+    # Internal rows in the order probe() lists them (depth, then place), with their limits.
+    int_rows = np.concatenate([d.rows[d.ints] for d in depths])
+    int_lim = limit[int_rows]
+    int_index = np.full(n_rows, -1, dtype=np.intp)
+    int_index[int_rows] = np.arange(len(int_rows))
+    done_pairs = np.zeros(int_lim.shape, dtype=bool)
+    t_lo = 0.0
+    n_events = 0
+    before = None  # the state at the last event, before its freezes
+    update_ends()
+    top = depths[0]
+    ones = np.ones((1, n_res))
+    while True:
+        box = np.where(saturated, np.inf, ones)
+        tol = _TOL
+        t_hi = float(top.mu_max[0]) if len(top.rows) else 0.0
+
+        def probe(t: float):
+            """Everything at level ``t``: the roots' sums and their slopes, the limit pairs
+            (internal row, resource) that bind and not yet handled, the trace, and the
+            internal rows' amounts, slopes and limits (for the search of their limits)."""
+            trace.clear()
+            x, dx, _ = evaluate(0, np.array([t]), True)
+            s, ds = sums_of(0, x, dx)
+            fresh = []
+            speed = np.ones(1)  # d(group level)/dt, per group of the depth
+            amounts, slopes = [], []
+            for level in range(max_depth + 1):
+                values = trace.get(level, {})
+                d = depths[level]
+                if not len(d.ints):
+                    break
+                b = values["binding"]
+                for j in np.flatnonzero(b >= 0).tolist():
+                    pair = (int(d.rows[d.ints[j]]), int(b[j]))
+                    if pair not in triggered:
+                        fresh.append(pair)
+                row_speed = speed[d.grp[d.ints]]
+                amounts.append(values["x"][d.ints])
+                slopes.append(values["dx"][d.ints] * row_speed[:, None])
+                speed = values["dmu"] * row_speed
+            snapshot = {lv: dict(v) for lv, v in trace.items()}
+            if amounts:
+                inner = (np.concatenate(amounts), np.concatenate(slopes))
+            else:
+                inner = (np.zeros((0, n_res)), np.zeros((0, n_res)))
+            return s[0], ds[0], fresh, snapshot, inner
+
+        s_lo, ds_lo, _, snap_lo, inner_lo = probe(t_lo)
+        open_pairs = np.isfinite(int_lim) & ~done_pairs
+        streak = 0
+        leaps = np.zeros(0)  # the levels where pinned roots leap
+        slow = 0  # accepted steps in a row that closed less than half the gap
+        snap_hi = None
+        # The last event's freezes can make a group's level leap at t_lo itself (the resources
+        # that bounded it stopped growing), past the capacity of a resource: the leaves then
+        # move part of the way from where they stood before the event, and stop there.
+        jumped = (s_lo > box[0] + tol) & ~saturated
+        leapt = bool(jumped.any()) and before is not None
+        if not leapt:  # is anything left to stop below the top level?
+            s_hi, _, fresh_hi, snap_top, _ = probe(t_hi)
+            if not ((s_hi > box[0] + tol).any() or fresh_hi):
+                final = snap_top
+                break
+        else:
+            s_hi, fresh_hi = s_lo, []
+        if leapt:
+            snap_lo, s_lo, jumped = _part_way(depths, before[0], snap_lo, jumped, before[1], s_lo)
+        for _ in range(0 if leapt else 200):
+            gap = box[0] - s_lo
+            rising = ds_lo > 0.0
+            x_in, dx_in = inner_lo
+            room = int_lim - x_in
+            climbing = open_pairs & (dx_in > 0.0)
+            if (
+                (rising & (gap <= _CLOSE)).any()
+                or (climbing & (room <= _CLOSE * int_lim)).any()
+                or t_hi - t_lo <= (_BRACKET if streak >= 2 else 1e-15) * t_hi
+                or (t_hi in leaps and t_hi - t_lo <= 2.0 * _JUMP * t_hi)  # just below a leap
+            ):
+                break
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min()
+                if climbing.any():
+                    step = min(step, float((room[climbing] / dx_in[climbing]).min()))
+            cand = t_lo + step
+            tangent = False
+            leaps = unpin_levels(snap_lo)
+            inside = leaps[(leaps > t_lo) & (leaps < t_hi)]
+            if slow >= 3:  # the tangents keep falling short (a slope overestimated): halve
+                cand = 0.5 * (t_lo + t_hi)
+            elif streak and len(inside):
+                # Over last time: perhaps the leap of a pinned root. Bisect on those levels.
+                cand = float(inside[len(inside) // 2])
+            elif streak and t_hi in leaps and t_lo < t_hi * (1.0 - _JUMP):
+                # A root's leap went over there: just below it, the bracket is narrow.
+                cand = t_hi * (1.0 - _JUMP)
+            elif cand < t_hi:
+                tangent = True
+            else:
+                over = s_hi > box[0] + tol
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    frac = np.where(over, gap / (s_hi - s_lo), np.inf).min()
+                cand = t_lo + (t_hi - t_lo) * frac
+                if not (t_lo < cand < t_hi) or fresh_hi or streak >= 2:
+                    cand = 0.5 * (t_lo + t_hi)
+            s_c, ds_c, fresh_c, snap_c, inner_c = probe(cand)
+            streak = streak + 1 if ((s_c > box[0] + tol).any() or fresh_c) else 0
+            if (s_c > box[0] + tol).any() or fresh_c:
+                t_hi, s_hi, fresh_hi, snap_hi = cand, s_c, fresh_c, snap_c
+            else:
+                before_gap = np.where(rising, gap, np.inf).min()
+                t_lo, s_lo, ds_lo, snap_lo, inner_lo = cand, s_c, ds_c, snap_c, inner_c
+                after_gap = np.where(rising, box[0] - s_lo, np.inf).min()
+                slow = slow + 1 if tangent and after_gap > 0.5 * before_gap else 0
+                warm(snap_lo)
+        # Events at t_lo: resources running out, or limits of internal members binding.
+        gap = box[0] - s_lo
+        rising = ds_lo > 0.0
+        if not leapt and (rising & (gap > 0.0) & (gap <= _CLOSE)).any():  # the last ulps
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min()
+            for cand in (t_lo + step, np.nextafter(t_lo, np.inf)):
+                if not t_lo < cand < t_hi:
+                    continue
+                s_c, ds_c, fresh_c, snap_c, inner_c = probe(cand)
+                if (s_c <= box[0]).all() and not fresh_c:
+                    t_lo, s_lo, ds_lo, snap_lo, inner_lo = cand, s_c, ds_c, snap_c, inner_c
+                    break
+        gap = box[0] - s_lo
+        n_events += 1
+        out = (ds_lo > 0.0) & (gap <= tol) & ~saturated
+        x_in, dx_in = inner_lo
+        near = open_pairs & (dx_in > 0.0) & (int_lim - x_in <= tol * int_lim + 1e-300)
+        pairs = [(int(int_rows[i]), int(r)) for i, r in zip(*np.nonzero(near), strict=True)]
+        if leapt:
+            out, pairs = jumped, []
+        elif not out.any() and not pairs:  # the bracket closed: what crossed at its top
+            out = (s_hi > box[0] + tol) & ~saturated
+            pairs = fresh_hi
+            if out.any() and snap_hi is not None:
+                snap_lo, s_lo, out = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi)
+        events = [(-1, r) for r in np.flatnonzero(out).tolist()]
+        events += sorted(set(pairs))
+        if not events:  # nothing left to stop (round-off): keep what was reached
+            final = snap_lo
+            break
+        before = (snap_lo, s_lo)
+        for owner, r in events:
+            if owner < 0:
+                saturated[r] = True
+            else:
+                triggered.add((owner, r))
+                done_pairs[int_index[owner], r] = True
+            for level in range(max_depth + 1):
+                d = depths[level]
+                if not len(d.leaf) or level not in snap_lo:
+                    continue
+                lr = d.rows[d.leaf]
+                lv = snap_lo[level]["at"][d.leaf]
+                inside = (
+                    np.ones(len(lr), dtype=bool) if owner < 0 else _under(lr, owner, row_parent)
+                )
+                e = end[lr]
+                live = inside & (d.a[:, r] > 0.0) & (lv * (1.0 + _EPS) < e)
+                drawing = live & (d.a[:, r] * lv >= d.g[:, r])
+                ids = lr[drawing]
+                end[ids] = lv[drawing]
+                code[ids] = 2 + r
+                event[ids] = n_events
+                waiting = live & ~drawing & (d.bp[:, r] < e)
+                ids = lr[waiting]
+                end[ids] = d.bp[waiting, r]
+                code[ids] = 2 + r
+                event[ids] = n_events
+        update_ends()
+    for level, values in final.items():  # the leaves' amounts where the sums came from ramps
+        if values.get("x") is None and level in final:
+            d = depths[level]
+            at = values["at"]
+            values["x"] = np.maximum(d.g, d.a * np.minimum(at, d.end)[:, None])
+    return final, code, event, triggered, depths, unit, n_rows, own_rows, leaf_like
+
+
+def _part_way(
+    depths: list[_Depth],
+    snap_lo: dict[int, dict[str, np.ndarray]],
+    snap_hi: dict[int, dict[str, np.ndarray]],
+    out: np.ndarray,
+    s_lo: np.ndarray,
+    s_hi: np.ndarray,
+) -> tuple[dict[int, dict[str, np.ndarray]], np.ndarray, np.ndarray]:
+    """Levels between two states at (about) one water level, where a resource of ``out`` runs
+    out; return them, the consumption there and the resources that run out there.
+
+    Where a member's level jumps (the resources that bounded its group stopped growing), the
+    consumption of a resource can leap past the capacity between two neighbouring levels. The
+    leaves then move from their levels in ``snap_lo`` towards those in ``snap_hi`` together, by
+    the fraction (found by halving, on the moving leaves alone) that fills the first resource of
+    ``out``; the members drawing on the resources that fill there freeze, and the others move
+    on (the next probe finds where).
+    """
+    if not (s_hi[out] > s_lo[out]).any():
+        return snap_lo, s_lo, out
+    steady = np.zeros(out.shape)
+    moving = []
+    for lv in snap_lo:
+        d = depths[lv]
+        if lv not in snap_hi or not len(d.leaf):
+            continue
+        lo_at, hi_at = snap_lo[lv]["at"][d.leaf], snap_hi[lv]["at"][d.leaf]
+        move = lo_at != hi_at
+        still = ~move
+        steady += np.maximum(
+            d.g[still], d.a[still] * np.minimum(lo_at[still], d.end[still])[:, None]
+        ).sum(axis=0)
+        if move.any():
+            moving.append((d.g[move], d.a[move], d.end[move], lo_at[move], hi_at[move]))
+
+    def used(f: float) -> np.ndarray:
+        total = steady.copy()
+        for g, a, end, lo_at, hi_at in moving:
+            lvl = lo_at + f * (hi_at - lo_at)
+            total += np.maximum(g, a * np.minimum(lvl, end)[:, None]).sum(axis=0)
+        return total
+
+    def over(f: float) -> bool:
+        return bool((used(f)[out] > 1.0).any())
+
+    lo_f, hi_f = 0.0, 1.0
+    first = _first_fill(moving, used(0.0), out)
+    if first is not None:  # the exact fraction; keep it if the sums agree on either side
+        below = [f for f in (first, first * (1.0 - 1e-13), first * (1.0 - 1e-11)) if f >= 0.0]
+        above = [first * (1.0 + 1e-13) + 1e-16, first * (1.0 + 1e-11) + 1e-14]
+        lo_c = next((f for f in below if not over(f)), None)
+        hi_c = next((f for f in above if f <= 1.0 and over(f)), None)
+        if lo_c is not None and hi_c is not None:
+            lo_f, hi_f = lo_c, hi_c
+    exact = hi_f < 1.0 or lo_f > 0.0
+    while not exact and hi_f - lo_f > 2.0**-60 * hi_f:  # else halve, to 2**-60
+        mid = 0.5 * (lo_f + hi_f)
+        if not lo_f < mid < hi_f:
+            break
+        if over(mid):
+            hi_f = mid
+        else:
+            lo_f = mid
+    moved = {lv: dict(values) for lv, values in snap_lo.items()}
+    for lv in snap_lo:
+        if lv in snap_hi:
+            at_lo, at_hi = snap_lo[lv]["at"], snap_hi[lv]["at"]
+            moved[lv]["at"] = at_lo + lo_f * (at_hi - at_lo)
+    filled = out & (used(hi_f) > 1.0)
+    return moved, used(lo_f), filled if filled.any() else out
+
+
+def _first_fill(moving: list[tuple], start: np.ndarray, out: np.ndarray) -> float | None:
+    """The lowest fraction ``f`` at which a resource of ``out`` fills (its sum reaches 1), the
+    moving leaves going from their levels ``lo`` to ``hi`` (``lo + f * (hi - lo)``); ``start`` is
+    the consumption at ``f = 0``. Every leaf's amount is piecewise linear in ``f`` (its floor, a
+    ramp, its end), so the sums are too: sorted ramps give the crossing exactly. ``None`` where
+    some level would fall."""
+    if not moving:
+        return None
+    g = np.concatenate([m[0] for m in moving])
+    a = np.concatenate([m[1] for m in moving])
+    e = np.concatenate([m[2] for m in moving])
+    lo = np.concatenate([m[3] for m in moving])
+    step = np.concatenate([m[4] for m in moving]) - lo
+    if (step < 0.0).any():
+        return None
+    best = np.inf
+    for r in np.flatnonzero(out).tolist():
+        if start[r] >= 1.0:
+            return 0.0
+        ar = a[:, r]
+        ramp = (ar > 0.0) & (step > 0.0)
+        if not ramp.any():
+            continue
+        ar, gr, er, lr, sr = ar[ramp], g[ramp, r], e[ramp], lo[ramp], step[ramp]
+        begin = np.clip((gr / ar - lr) / sr, 0.0, 1.0)
+        end = np.clip((er - lr) / sr, 0.0, 1.0)
+        keep = begin < end
+        if not keep.any():
+            continue
+        slope = ar[keep] * sr[keep]
+        pos = np.concatenate((begin[keep], end[keep]))
+        change = np.concatenate((slope, -slope))
+        order = np.argsort(pos, kind="stable")
+        pos, change = pos[order], change[order]
+        after = np.cumsum(change)
+        value = start[r] + np.concatenate(([0.0], np.cumsum(after[:-1] * np.diff(pos))))
+        hit = np.flatnonzero(value >= 1.0)
+        if len(hit):
+            k = int(hit[0])
+            f = pos[0] if k == 0 else pos[k - 1] + (1.0 - value[k - 1]) / after[k - 1]
+        elif after[-1] > 0.0 and pos[-1] < 1.0:
+            f = pos[-1] + (1.0 - value[-1]) / after[-1]
+        else:
+            continue
+        best = min(best, float(f))
+    return best if best <= 1.0 else None
+
+
+def _own_floor(problem: _Problem, own_rows: np.ndarray) -> np.ndarray:
+    """Floors of the own-demand members of ``own_rows``: the part of a parent's own guarantee
+    that its children's floors leave, up to its own demand."""
+    n, n_res = len(problem.names), len(problem.resources)
+    if not len(own_rows):
+        return np.zeros((0, n_res))
+    kids = np.flatnonzero(problem.parent >= 0)
+    floors = _sum_by(problem.parent[kids], problem.floor[kids], n)[own_rows]
+    left = np.maximum(problem.own_guarantee[own_rows] - floors, 0.0)
+    return np.minimum(left, problem.own_demand[own_rows])
+
+
+def _under(rows: np.ndarray, owner: int, parent: np.ndarray) -> np.ndarray:
+    """Which of ``rows`` have ``owner`` as an ancestor."""
+    inside = np.zeros(len(rows), dtype=bool)
+    up = parent[rows]
+    while True:
+        live = up >= 0
+        if not live.any():
+            return inside
+        inside |= up == owner
+        up = np.where(live, parent[np.maximum(up, 0)], -1)
+
+
+def _solve_tree(problem: _Problem, fast: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Allocations ``(n, R)`` and reason codes ``(n,)`` of a hierarchical problem.
+
+    Steps:
+    1. Static H-DRF in continuous form (:func:`_tree`).
+    2. Top-down, per sibling group: round the integral resources (the roots to at most the
+       capacity, every other group to its parent's rounded amount), and trim round-off so that
+       no group's exact sum exceeds its parent's (the roots': the capacity).
+    3. Bottom-up: an internal member's integral amounts become its children's sum (where a
+       group could not reach its parent's rounded amount without passing a demand).
+    4. Reasons of internal tenants: ``limit`` if one of its own limits bound; ``demand-met`` if
+       every leaf below reached its demand or limit; otherwise the resource that stopped the last
+       of its leaves to stop (ties by resource name).
+    """
+    final, code, event, triggered, depths, unit, n_rows, own_rows, leaf_like = _tree(problem, fast)
+    n, n_res = len(problem.names), len(problem.resources)
+    x = np.zeros((n_rows, n_res))
+    for level, d in enumerate(depths):
+        x[d.rows] = final[level]["x"]
+    x *= unit
+    demand = np.concatenate((problem.demand, problem.own_demand[own_rows]))
+    limit = np.concatenate((problem.limit, np.full((len(own_rows), n_res), np.inf)))
+    floor = np.concatenate((problem.floor, np.zeros((len(own_rows), n_res))))
+    target = demand * _cut(demand, limit)[:, None]
+    key = np.where(code >= 2, (event + 1) * (n_res + 2) + (n_res + 2 - code), -1)
+    for level in range(len(depths) - 1, 0, -1):  # targets and reason keys of internal rows
+        d, up = depths[level], depths[level - 1]
+        parents = up.rows[up.ints]
+        target[parents] = np.minimum(
+            np.add.reduceat(target[d.rows], d.starts, axis=0), limit[parents]
+        )
+        key[parents] = np.maximum.reduceat(key[d.rows], d.starts)
+    total = np.array(problem.capacity, dtype=float)
+    other = [r for r in range(n_res) if r not in problem.integral]
+    for level, d in enumerate(depths):
+        if level == 0:
+            cap = total[None, :]
+        else:
+            up = depths[level - 1]
+            cap = x[up.rows[up.ints]]
+        values = x[d.rows]
+        if problem.integral:
+            _round_integral(
+                cap, d.grp, d.starts, problem.integral, target[d.rows], values, to_cap=level > 0
+            )
+        _clamp(cap, d.starts, floor[d.rows], values, other)
+        x[d.rows] = values
+    for level in range(len(depths) - 1, 0, -1):
+        d, up = depths[level], depths[level - 1]
+        parents = up.rows[up.ints]
+        for r in problem.integral:
+            x[parents, r] = np.add.reduceat(x[d.rows, r], d.starts)
+    internal = ~leaf_like[:n]
+    short = key[:n] >= 0
+    codes = code[:n].copy()
+    codes[internal & ~short] = 0
+    decoded = n_res + 2 - key[:n] % (n_res + 2)
+    codes[internal & short] = decoded[internal & short]
+    for owner, _ in triggered:
+        codes[owner] = 1
+    return x[:n], codes
 
 
 # ---------------------------------------------------------------- validation
@@ -1049,6 +2097,7 @@ def _validate(
         limit=limit,
         parent=parent,
         depth=depth,
+        own_guarantee=own_guarantee,
     )
 
 

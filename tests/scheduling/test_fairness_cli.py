@@ -75,7 +75,7 @@ def test_it_accepts_every_tenant_field():
 
     assert done.returncode == 0, done.stderr
     got = {n: a["resources"]["cpu"] for n, a in json.loads(done.stdout)["allocations"].items()}
-    assert got == {"dept": 40.0, "other": 60.0, "team": 40.0}
+    assert got == pytest.approx({"dept": 40.0, "other": 60.0, "team": 40.0}, rel=1e-12)
 
 
 @pytest.mark.parametrize(

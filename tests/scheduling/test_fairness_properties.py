@@ -68,6 +68,44 @@ def _guarantee(name: str, tenants: list[Tenant]) -> dict[str, float]:
     return {r: max(own.get(r, 0.0), kids.get(r, 0.0)) for r in set(own) | set(kids)}
 
 
+def _most(name: str, tenants: list[Tenant]) -> dict[str, float]:
+    """The most a tenant can use: a team its demand cut to its limit along the demand vector
+    (or its floor where larger); a department its own demand plus its children's, each
+    resource within its limit (a department's limit on one resource stops only the members
+    that need it)."""
+    me = next(t for t in tenants if t.name == name)
+    kids = [t for t in tenants if t.parent == name]
+    limit = me.limit or {}
+    if not kids:
+        d = me.demand
+        f = min([1.0] + [limit[r] / v for r, v in d.items() if r in limit and v > 0])
+        return {
+            r: max(d.get(r, 0.0) * f, min(d.get(r, 0.0), me.guarantee.get(r, 0.0)))
+            for r in RESOURCES
+        }
+    total = {r: me.demand.get(r, 0.0) for r in RESOURCES}
+    for kid in kids:
+        for r, v in _most(kid.name, tenants).items():
+            total[r] += v
+    return {r: min(v, limit.get(r, math.inf)) for r, v in total.items()}
+
+
+def _lower(name: str, tenants: list[Tenant]) -> dict[str, float]:
+    """What a tenant is sure to get: its guarantee up to its demand (own members' for a parent)."""
+    me = next(t for t in tenants if t.name == name)
+    kids = [t for t in tenants if t.parent == name]
+    if not kids:
+        return {r: min(me.guarantee.get(r, 0.0), me.demand.get(r, 0.0)) for r in RESOURCES}
+    total = dict.fromkeys(RESOURCES, 0.0)
+    for kid in kids:
+        for r, v in _lower(kid.name, tenants).items():
+            total[r] += v
+    for r in RESOURCES:
+        extra = max(me.guarantee.get(r, 0.0) - total[r], 0.0)
+        total[r] += min(extra, me.demand.get(r, 0.0))
+    return total
+
+
 def _effective_demand(name: str, tenants: list[Tenant]) -> dict[str, float]:
     """Own demand plus what each child can use: its effective demand within its limit, or floor."""
     own = next(t for t in tenants if t.name == name).demand
@@ -90,7 +128,7 @@ def _used(result: dict[str, Allocation], names: list[str], resource: str) -> flo
 # ---------------------------------------------------------------- all problems
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(problems(), st.booleans())
 def test_it_never_exceeds_capacity_nor_a_parents_allocation(problem, integral):
     capacity, tenants = problem
@@ -103,7 +141,7 @@ def test_it_never_exceeds_capacity_nor_a_parents_allocation(problem, integral):
             assert _used(result, kids, r) <= room * (1 + 1e-12)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(problems(), st.booleans())
 def test_it_honours_limits_demands_and_guarantees(problem, integral):
     capacity, tenants = problem
@@ -111,8 +149,10 @@ def test_it_honours_limits_demands_and_guarantees(problem, integral):
 
     for t in tenants:
         got = result[t.name].resources
-        demand = _effective_demand(t.name, tenants)
-        guarantee = _guarantee(t.name, tenants)
+        demand = _most(t.name, tenants)
+        # A department holds what its members can use (its allocation is their sum): its own
+        # guarantee beyond its children's is held for its own demand, not stranded.
+        guarantee = _lower(t.name, tenants)
         for r in RESOURCES:
             assert got[r] <= demand[r] * (1 + TOL) + TOL
             if t.limit is not None and r in t.limit:
@@ -122,7 +162,7 @@ def test_it_honours_limits_demands_and_guarantees(problem, integral):
             assert got[r] >= min(guarantee.get(r, 0.0), demand[r]) - slack
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(problems(), st.booleans(), st.randoms(use_true_random=False))
 def test_it_is_deterministic_and_independent_of_tenant_order(problem, integral, rnd):
     capacity, tenants = problem
@@ -137,7 +177,7 @@ def test_it_is_deterministic_and_independent_of_tenant_order(problem, integral, 
     assert list(first) == sorted(t.name for t in tenants)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, derandomize=True)
 @given(problems(whole_gpus=True))
 def test_it_gives_whole_numbers_of_integral_resources(problem):
     capacity, tenants = problem
@@ -173,7 +213,7 @@ def _met(t: Tenant, got: dict[str, float], integral: bool) -> bool:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(flat_problems)
 def test_it_is_pareto_efficient(problem_and_integral):
     (capacity, tenants), integral = problem_and_integral
@@ -192,7 +232,7 @@ def test_it_is_pareto_efficient(problem_and_integral):
         assert blocked, f"{t.name} is short of its demand but nothing it needs is saturated"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(flat_problems)
 def test_it_gives_each_tenant_its_weighted_share_unless_satisfied(problem_and_integral):
     (capacity, tenants), integral = problem_and_integral
@@ -213,7 +253,7 @@ def _tasks(demand: dict[str, float], bundle: dict[str, float]) -> float:
     return min([1.0] + [bundle[r] / v for r, v in demand.items() if v > 0])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(flat_problems)
 def test_it_is_envy_free_under_weights(problem_and_integral):
     (capacity, tenants), integral = problem_and_integral

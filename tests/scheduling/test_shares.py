@@ -113,19 +113,20 @@ def test_it_records_snapshots_for_the_demo_data():
     assert sorted(rows) == sorted(Team.objects.filter(active=True).values_list("slug", flat=True))
     assert len(rows) == 7
     fair = {slug: row.fair_allocation[GPU] for slug, row in rows.items()}
-    # ai-production's children want 152 GPUs under a 144 limit: production-team is squeezed.
+    # ai-production's children want 152 GPUs under a 144 limit: production-team stops when the
+    # department's GPU limit binds, at 128 GPUs (H-DRF: the 144th GPU is no longer stranded).
     assert fair == {
         "ai-production": "144",
         "ai-research": "208",
         "cv-team": "96",
         "platform-team": "16",
-        "production-team": "127",
+        "production-team": "128",
         "research-team": "64",
         "speech-team": "48",
     }
     assert rows["ai-production"].reason == "limit"
-    assert rows["production-team"].reason == "saturated:cpu"
-    assert rows["production-team"].fair_allocation["cpu"] == "963.368"
+    assert rows["production-team"].reason == "saturated:nvidia.com/gpu"
+    assert rows["production-team"].fair_allocation["cpu"] == "963.765"
     assert rows["research-team"].demand == {"cpu": "512", "memory": str(2048 * Gi), GPU: "64"}
 
 
@@ -161,7 +162,7 @@ def test_the_demo_cluster_usage_fits_the_demo_quotas_and_drives_the_shares(setti
     }
     # research-team wants 80 GPUs, over its 64 limit; cv-team's 16 pending GPUs come with 544Gi
     # that its 2048Gi memory limit cannot hold (2048 / 2529.25 of its demand is 64.8 GPUs).
-    assert rows["research-team"].reason == "saturated:nvidia.com/gpu"
+    assert rows["research-team"].reason == "limit"  # it reaches its 64-GPU limit
     assert rows["cv-team"].reason == "limit"
     assert rows["cv-team"].fair_allocation["memory"] == str(2048 * Gi)
     assert rows["production-team"].reason == "demand-met"
