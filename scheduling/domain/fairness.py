@@ -1440,7 +1440,16 @@ def _tree(
         # move part of the way from where they stood before the event, and stop there.
         jumped = (s_lo > box[0] + tol) & ~saturated
         leapt = bool(jumped.any()) and before is not None
-        if not leapt:  # is anything left to stop below the top level?
+        # An internal member's limit already reached where the level stands (a child's floor
+        # equal to its ancestor's limit, a limit of 0) binds at once: nothing rises into it,
+        # so neither the search nor the crossing test below would see it.
+        reached = (
+            open_pairs & (int_lim - inner_lo[0] <= tol * int_lim + 1e-300)
+            if not leapt
+            else np.zeros_like(open_pairs)
+        )
+        at_once = bool(reached.any())
+        if not leapt and not at_once:  # is anything left to stop below the top level?
             s_hi, _, fresh_hi, snap_top, _ = probe(t_hi)
             if not ((s_hi > box[0] + tol).any() or fresh_hi):
                 final = snap_top
@@ -1449,7 +1458,7 @@ def _tree(
             s_hi, fresh_hi = s_lo, []
         if leapt:
             snap_lo, s_lo, jumped = _part_way(depths, before[0], snap_lo, jumped, before[1], s_lo)
-        for _ in range(0 if leapt else 200):
+        for _ in range(0 if leapt or at_once else 200):
             gap = box[0] - s_lo
             rising = ds_lo > 0.0
             x_in, dx_in = inner_lo
@@ -1500,7 +1509,7 @@ def _tree(
         # Events at t_lo: resources running out, or limits of internal members binding.
         gap = box[0] - s_lo
         rising = ds_lo > 0.0
-        if not leapt and (rising & (gap > 0.0) & (gap <= _CLOSE)).any():  # the last ulps
+        if not leapt and not at_once and (rising & (gap > 0.0) & (gap <= _CLOSE)).any():
             with np.errstate(divide="ignore", invalid="ignore"):
                 step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min()
             for cand in (t_lo + step, np.nextafter(t_lo, np.inf)):
@@ -1515,6 +1524,7 @@ def _tree(
         out = (ds_lo > 0.0) & (gap <= tol) & ~saturated
         x_in, dx_in = inner_lo
         near = open_pairs & (dx_in > 0.0) & (int_lim - x_in <= tol * int_lim + 1e-300)
+        near |= reached
         pairs = [(int(int_rows[i]), int(r)) for i, r in zip(*np.nonzero(near), strict=True)]
         if leapt:
             out, pairs = jumped, []

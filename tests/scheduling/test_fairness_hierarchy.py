@@ -360,3 +360,24 @@ def test_it_is_independent_of_tenant_order_with_hierarchies(problem, integral, r
     rnd.shuffle(shuffled)
 
     assert solve(capacity, shuffled, integral=kinds) == solve(capacity, tenants, integral=kinds)
+
+
+def test_a_limit_reached_by_a_childs_floor_stops_only_what_needs_it():
+    """A team's guarantee equal to its organisation's limit binds that limit from the start:
+    nothing rises into it. The department's own CPU demand must still get the whole CPU (a
+    case hypothesis found; the event loop used to stop at the GPU crossing and call it
+    demand-met)."""
+    capacity = {"cpu": 1.0, "memory": 1.0, GPU: 1.0}
+    tenants = [
+        Tenant("r0", demand={}, weight=0.5, limit={GPU: 0.333}),
+        Tenant("r0.0", demand={"cpu": 1.0}, weight=0.5, parent="r0"),
+        Tenant("r0.0.0", demand={GPU: 1.0}, weight=0.5, guarantee={GPU: 0.333}, parent="r0.0"),
+    ]
+
+    result = solve(capacity, tenants)
+
+    assert result["r0.0"].resources["cpu"] == pytest.approx(1.0)
+    assert result["r0.0.0"].resources[GPU] == pytest.approx(0.333)
+    assert result["r0"].resources[GPU] == pytest.approx(0.333)
+    assert result["r0"].reason == "limit"
+    _check_pareto(capacity, tenants)
