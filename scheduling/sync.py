@@ -614,7 +614,7 @@ def _execute(api_client: Any, step: Step, outcome: _Outcome) -> None:
             retry(lambda: delete(api_client, change.kind, change.name, change.namespace))
         return
     body = step.body or {}
-    retry(lambda: server_side_apply(api_client, body))
+    retry(lambda: server_side_apply(api_client, body, result=False))
 
 
 def _write_unit(api_client: Any, unit: Sequence[Step], outcome: _Outcome) -> list[Exception | None]:

@@ -42,8 +42,10 @@ def server_side_apply(
     field_manager: str = FIELD_MANAGER,
     dry_run: bool = False,
     force: bool = True,
+    result: bool = True,
 ) -> dict[str, Any]:
-    """Apply ``manifest`` (create or update) and return the object as the server now has it.
+    """Apply ``manifest`` (create or update) and return the object as the server now has it
+    (``{}`` when not ``result``: the answer is not decoded).
 
     With ``dry_run`` the server validates and answers but stores nothing. ``force`` takes over
     fields another manager owns (Fairshare is the source of truth for the fields it renders).
@@ -63,6 +65,7 @@ def server_side_apply(
         query=query,
         body=manifest,
         content_type="application/apply-patch+yaml",
+        parse=result,
     )
 
 

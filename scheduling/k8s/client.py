@@ -201,8 +201,10 @@ def request_json(
     query: dict[str, Any] | None = None,
     body: Any = None,
     content_type: str = "application/json",
+    parse: bool = True,
 ) -> dict[str, Any]:
-    """Make one REST call and return the JSON answer as a dict.
+    """Make one REST call and return the JSON answer as a dict (``{}`` unless ``parse``: a
+    writer that only needs to know it succeeded skips decoding the object sent back).
 
     The request goes straight to the client's urllib3 pool (``rest_client.pool_manager``, which
     carries the TLS, proxy and retry settings the configuration gave it) with the client's
@@ -219,12 +221,32 @@ def request_json(
         payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":"))
     params = [(k, v) for k, v in (query or {}).items() if v is not None]
     api_client.update_params_for_auth(headers, params, ["BearerToken"], path, method, None)
-    url = config.host + path + (f"?{urlencode(params)}" if params else "")
+    target = path + (f"?{urlencode(params)}" if params else "")
     timeout = _timeout(getattr(api_client, "default_timeout", DEFAULT_TIMEOUT))
+    manager = api_client.rest_client.pool_manager
     with translated(f"{method} {config.host}{path}"):
-        raw = api_client.rest_client.pool_manager.request(
-            method, url, body=payload, headers=headers, timeout=timeout, preload_content=False
-        )
+        if type(manager) is urllib3.PoolManager:
+            # No proxy: the host's connection pool directly (what PoolManager.urlopen does
+            # after parsing the URL again on every call).
+            raw = manager.connection_from_url(config.host).urlopen(
+                method,
+                target,
+                body=payload,
+                headers=headers,
+                timeout=timeout,
+                preload_content=False,
+                assert_same_host=False,
+                redirect=False,
+            )
+        else:
+            raw = manager.request(
+                method,
+                config.host + target,
+                body=payload,
+                headers=headers,
+                timeout=timeout,
+                preload_content=False,
+            )
         try:
             data = raw.data
         finally:
@@ -233,6 +255,8 @@ def request_json(
             raise ApiException.from_response(
                 http_resp=RESTResponse(raw), body=data.decode("utf-8", "replace"), data=None
             )
+    if not parse:
+        return {}
     result = json.loads(data)
     if not isinstance(result, dict):
         raise ValueError(f"{method} {path}: expected a JSON object, got {type(result).__name__}")
