@@ -179,3 +179,28 @@ def test_a_runs_log_says_where_its_time_went(cluster):
     phases = summary[summary.rindex("(") + 1 : -1].split(", ")
     assert [p.split()[0] for p in phases] == ["start", "render", "read", "plan", "write"]
     assert all(float(p.split()[1]) >= 0 for p in phases)
+
+
+def test_a_proxying_pool_manager_gets_the_whole_url(cluster):
+    """With a proxy the client's pool manager is a ProxyManager, which must see the absolute
+    URL; only a plain PoolManager is bypassed for its host's connection pool."""
+    import urllib3
+
+    from scheduling.k8s.client import request_json
+
+    seen = []
+
+    class Recording(urllib3.PoolManager):  # stands in for ProxyManager (not a plain one)
+        def request(self, method, url, **kw):
+            seen.append(url)
+            return super().request(method, url, **kw)
+
+    api = build_api_client("kubeconfig", kubeconfig=cluster.kubeconfig_path)
+    try:
+        api.rest_client.pool_manager = Recording()
+        page = request_json(api, "GET", "/api/v1/namespaces", query={"limit": 1})
+    finally:
+        api.close()
+
+    assert page["kind"] == "NamespaceList"
+    assert seen == [f"{cluster.url}/api/v1/namespaces?limit=1"]
