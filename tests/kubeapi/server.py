@@ -55,6 +55,7 @@ import json
 import logging
 import random
 import socket
+import ssl
 import struct
 import tempfile
 import threading
@@ -493,8 +494,14 @@ class FakeKubeApi:
         seed: int = 0,
         unknown_fields: str = "reject",
         strict_quota_names: bool = True,
+        tls: ssl.SSLContext | None = None,
+        ca_file: str = "",
     ) -> None:
         self.host = host
+        # HTTPS: a server-side context (its certificate, and the client CAs it asks for when
+        # it verifies clients), and the CA file the generated kubeconfig trusts.
+        self.tls = tls
+        self.ca_file = ca_file
         self.port = port
         self.store = Store()
         self.counts: Counter[tuple[str, str]] = Counter()
@@ -532,6 +539,10 @@ class FakeKubeApi:
             return self
         self._server = _HttpServer((self.host, self.port), self)
         self.port = self._server.server_address[1]
+        if self.tls is not None:
+            # TLS on every accepted connection, as the API server's listener
+            # (k8s.io/apiserver/pkg/server/secure_serving.go: a tls.Listener).
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name=f"kubeapi:{self.port}", daemon=True
         )
@@ -578,13 +589,19 @@ class FakeKubeApi:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls is not None else 'http'}://{self.host}:{self.port}"
 
     def write_kubeconfig(self, path: str | Path) -> str:
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "clusters": [
+                {
+                    "name": "fake",
+                    "cluster": {"server": self.url}
+                    | ({"certificate-authority": self.ca_file} if self.ca_file else {}),
+                }
+            ],
             "users": [{"name": "fake", "user": {"token": "fake-token"}}],
             "contexts": [
                 {"name": "fake", "context": {"cluster": "fake", "user": "fake"}},
@@ -1629,7 +1646,9 @@ class FakeKubeApi:
                 raise self._conflict(kind, name)
             applied_fields = owned_fields(applied)
             if old is None:
-                new = copy.deepcopy(applied)
+                # ``applied`` was decoded for this request alone and is not used again: it
+                # becomes the new object (its metadata is rebuilt, so nothing else is dropped).
+                new = applied
                 keep = ("name", "labels", "annotations")
                 new["metadata"] = {k: v for k, v in new["metadata"].items() if k in keep}
                 if kind.namespaced:

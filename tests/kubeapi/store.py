@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
@@ -21,8 +22,17 @@ Key = tuple[str, str]
 FieldPath = tuple[str, ...]
 
 
+_NOW: tuple[int, str] = (0, "")
+
+
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time as metav1.Time marshals it (RFC 3339, whole seconds, UTC)."""
+    global _NOW
+    second = int(time.time())
+    if _NOW[0] != second:
+        # Formatted once a second: a burst of writes stamps thousands of objects with it.
+        _NOW = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _NOW[1]
 
 
 # How many events the watch history keeps, like the API server's watch cache
