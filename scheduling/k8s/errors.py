@@ -16,6 +16,7 @@ about 1 KB, as kopf's ``clients/errors.py`` does.
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -139,7 +140,9 @@ def wrap(e: BaseException, context: str = "") -> K8sError:
             # The client gave up before any answer: TLS failure or an unusable request.
             return K8sPermanent(truncate(f"{prefix}{e.reason}"), reason=str(e.reason or ""))
         return K8sPermanent(message, **kwargs)
-    if isinstance(e, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError):
+    if isinstance(e, urllib3.exceptions.HTTPError | http.client.HTTPException | OSError):
+        # No answer: refused, reset, closed mid-answer, timed out, a TLS failure, an unknown
+        # host (urllib3 wraps each of these socket errors in one of its own).
         kind = "timed out" if _is_timeout(e) else "unreachable"
         return K8sTransient(truncate(f"{prefix}Kubernetes API {kind}: {e}"))
     return K8sPermanent(truncate(f"{prefix}{type(e).__name__}: {e}"))
@@ -160,8 +163,9 @@ def _is_timeout(e: BaseException) -> bool:
 
 @contextmanager
 def translated(context: str = "") -> Iterator[None]:
-    """Re-raise client, urllib3 and socket errors inside the block as ``K8sError``s."""
+    """Re-raise client, urllib3, http.client and socket errors inside the block as
+    ``K8sError``s."""
     try:
         yield
-    except (ApiException, urllib3.exceptions.HTTPError, ConnectionError, TimeoutError) as e:
+    except (ApiException, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as e:
         raise wrap(e, context) from e

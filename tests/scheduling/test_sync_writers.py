@@ -182,8 +182,9 @@ def test_a_runs_log_says_where_its_time_went(cluster):
 
 
 def test_a_proxying_pool_manager_gets_the_whole_url(cluster):
-    """With a proxy the client's pool manager is a ProxyManager, which must see the absolute
-    URL; only a plain PoolManager is bypassed for its host's connection pool."""
+    """A client that is not ours (no direct connections) goes through its pool manager; a
+    ProxyManager must see the absolute URL, only a plain PoolManager is bypassed for its
+    host's connection pool."""
     import urllib3
 
     from scheduling.k8s.client import request_json
@@ -197,6 +198,7 @@ def test_a_proxying_pool_manager_gets_the_whole_url(cluster):
 
     api = build_api_client("kubeconfig", kubeconfig=cluster.kubeconfig_path)
     try:
+        api.connections = None
         api.rest_client.pool_manager = Recording()
         page = request_json(api, "GET", "/api/v1/namespaces", query={"limit": 1})
     finally:
@@ -204,3 +206,35 @@ def test_a_proxying_pool_manager_gets_the_whole_url(cluster):
 
     assert page["kind"] == "NamespaceList"
     assert seen == [f"{cluster.url}/api/v1/namespaces?limit=1"]
+
+
+def test_a_kubeconfig_proxy_url_sends_every_request_through_the_proxy(cluster, tmp_path):
+    """``proxy-url`` in the kubeconfig: requests go to the proxy (here the fake itself, which
+    like a forward proxy takes the absolute URL), for a server name that does not resolve."""
+    from scheduling.k8s.client import request_json
+    from scheduling.k8s.errors import K8sTransient
+
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://api.cluster.invalid:6443', "
+        f"proxy-url: '{cluster.url}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    api = build_api_client("kubeconfig", kubeconfig=str(config), timeout=5)
+    try:
+        assert api.connections is None
+        page = request_json(api, "GET", "/api/v1/namespaces", query={"limit": 1})
+    finally:
+        api.close()
+    assert page["kind"] == "NamespaceList"
+
+    direct = tmp_path / "direct"
+    direct.write_text(config.read_text().replace(f", proxy-url: '{cluster.url}'", ""))
+    api = build_api_client("kubeconfig", kubeconfig=str(direct), timeout=5)
+    try:
+        with pytest.raises(K8sTransient, match="unreachable"):
+            request_json(api, "GET", "/api/v1/namespaces")
+    finally:
+        api.close()
