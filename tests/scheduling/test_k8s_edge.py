@@ -394,3 +394,30 @@ def test_it_uses_the_status_message_and_retry_after_from_the_body():
     assert error.retry_after == 4.0
     assert "slow down" in str(error)
     assert isinstance(error, K8sError)
+
+
+def test_requests_reuse_one_keep_alive_connection(kubeapi, api):
+    list_managed(api, "Queue")
+    (conn,) = api.connections.idle
+    sock = conn.sock
+
+    for _ in range(5):
+        list_managed(api, "Queue")
+
+    assert api.connections.idle == [conn]
+    assert conn.sock is sock  # the same TCP connection all along
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_reused(kubeapi, api):
+    """The server closes a kept-alive connection (a restart, an idle timeout): the next request
+    opens a new one instead of failing on the dead one (no retry needed)."""
+    server_side_apply(api, queue())
+    (conn,) = api.connections.idle
+    old = conn.sock
+
+    kubeapi.restart()
+    server_side_apply(api, queue(weight=3))
+
+    assert kubeapi.get("Queue", "team-a")["spec"]["weight"] == 3
+    assert old.fileno() == -1  # closed
+    assert all(c.sock is not old for c in api.connections.idle)
