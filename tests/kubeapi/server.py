@@ -387,6 +387,10 @@ def _decode_continue(token: str) -> tuple[str, str]:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HttpServer
+    # A response is buffered and sent in one write when the handler is done
+    # (handle_one_request flushes), as Go's net/http does (src/net/http/server.go: the
+    # response's bufio.Writer, flushed when the handler returns); a watch flushes each event.
+    wbufsize = 64 * 1024
 
     def setup(self) -> None:
         super().setup()
@@ -944,6 +948,7 @@ class FakeKubeApi:
         h.send_header("Content-Type", "application/json")
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
+        h.wfile.flush()  # the headers go out at once (Go's watch handler Flush()es too)
 
         def send(event_type: str, obj: dict) -> None:
             line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":"))
