@@ -584,6 +584,15 @@ class _Outcome:
     diff: str = ""
     error: str = ""
     attempts: int = 0
+    drifted: tuple[FieldDiff, ...] = ()
+    described: bool = False
+
+    def describe(self) -> None:
+        """Fill in ``diff``, the change as the run's log shows it (once)."""
+        if not self.described:
+            self.described = True
+            if self.change.op != "unchanged":
+                self.diff = _readable_diff(self.change, self.drifted)
 
 
 @dataclass
@@ -663,7 +672,17 @@ class _Writers:
             if item is None:
                 break
             unit, outcome = item
-            results = [] if self.cancelled.is_set() else _write_unit(self.api_client, unit, outcome)
+            try:
+                results = (
+                    [] if self.cancelled.is_set() else _write_unit(self.api_client, unit, outcome)
+                )
+                # The readable diff is written here, while the other writers wait for their
+                # answers: on a first sync it is most of the calling thread's work otherwise.
+                outcome.describe()
+            except Exception as e:
+                # A bug fails its object; it must not end the thread the sync is waiting on.
+                log.exception("sync writer: %s %s/%s", unit[0].action, unit[0].change.kind, e)
+                results = [e]
             finished.append((unit, results))
             if len(finished) >= 32 or (results and results[-1] is not None):
                 self.done.put(finished)
@@ -754,9 +773,7 @@ def _apply_all(
     for change in changes:
         current = live.get((change.kind, change.namespace, change.name))
         drift = _drift(current) if change.op == "update" else ()
-        outcome = _Outcome(change, action=change.op, drift=bool(drift))
-        outcome.diff = _readable_diff(change, drift) if change.op != "unchanged" else ""
-        outcomes[id(change)] = outcome
+        outcomes[id(change)] = _Outcome(change, action=change.op, drift=bool(drift), drifted=drift)
     if not dry_run:
         waves = apply_waves(changes)
         remaining = Counter(id(step.change) for wave in waves for unit in wave for step in unit)
@@ -769,7 +786,9 @@ def _apply_all(
         finally:
             writers.close()
     for change in changes:
-        tally.outcomes.append(outcomes[id(change)])
+        outcome = outcomes[id(change)]
+        outcome.describe()  # a dry run's, and those no writer got to
+        tally.outcomes.append(outcome)
         progress.step()
     return tally.outcomes
 

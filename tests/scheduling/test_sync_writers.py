@@ -83,6 +83,31 @@ def test_a_failed_write_fails_only_its_object_among_concurrent_ones(cluster, set
     assert cluster.get("ResourceQuota", "fairshare", "team-a-ml")["spec"]["hard"]
 
 
+def test_an_unexpected_error_in_a_writer_fails_its_object_and_the_sync_finishes(
+    cluster, settings, monkeypatch
+):
+    from scheduling import sync
+
+    settings.FAIRSHARE_SYNC_WORKERS = 4
+    make_cast()
+    real = sync.server_side_apply
+
+    def apply(api_client, manifest, **kw):
+        meta = manifest["metadata"]
+        if manifest["kind"] == "ResourceQuota" and meta.get("namespace") == "team-a-ml":
+            raise RuntimeError("a bug in a writer")
+        return real(api_client, manifest, **kw)
+
+    monkeypatch.setattr(sync, "server_side_apply", apply)
+
+    run = first_sync()
+
+    failed = list(run.items.filter(action="failed").values_list("kind", "namespace", "error"))
+    assert failed == [("ResourceQuota", "team-a-ml", "a bug in a writer")]
+    assert run.status == "failed"
+    assert cluster.get("ResourceQuota", "fairshare", "team-b-ml") is not None
+
+
 def test_the_server_counts_requests_on_its_metrics_endpoint(cluster):
     make_cast()
     first_sync()
