@@ -579,3 +579,39 @@ def test_no_warning_with_the_shipped_scheduler_configuration(cast, cluster):
 
     assert run.status == SyncStatus.SUCCEEDED
     assert "Warning" not in run.log
+
+
+@pytest.mark.django_db
+def test_items_are_recorded_exactly_and_in_plan_order():
+    """Every character of a diff and an error survives the bulk insert (COPY's text format on
+    PostgreSQL escapes tabs, newlines and backslashes; bulk_create elsewhere)."""
+    from scheduling.domain.plan import Change
+    from scheduling.models import SyncItem
+
+    run = create_run()
+    awkward = "a\tb\\nc\nd\r\n\\\\ é 🚀 \\N \x7f"
+    outcomes = [
+        sync._Outcome(
+            Change("create", "ResourceQuota", f"ns-{i}", "fairshare", None, ()),
+            action="failed" if i == 1 else "create",
+            drift=i == 2,
+            diff=f"{i}: {awkward}",
+            error=awkward if i == 1 else "",
+            attempts=i,
+        )
+        for i in range(3)
+    ]
+
+    sync._insert_items(run.pk, outcomes)
+
+    items = list(
+        run.items.order_by("id").values_list(
+            "namespace", "action", "drift", "diff", "error", "attempts"
+        )
+    )
+    assert items == [
+        ("ns-0", "create", False, f"0: {awkward}", "", 0),
+        ("ns-1", "failed", False, f"1: {awkward}", awkward, 1),
+        ("ns-2", "create", True, f"2: {awkward}", "", 2),
+    ]
+    assert SyncItem.objects.filter(run=run).count() == 3
