@@ -10,6 +10,7 @@ flushed too, so give it one of its own):
     export CELERY_BROKER_URL=redis://127.0.0.1:6379/10
     .venv/bin/python bench/convergence.py --scale demo
     .venv/bin/python bench/convergence.py --scale 200       # 200 teams / 2,000 namespaces
+    .venv/bin/python bench/convergence.py --scale 200 --syncs-only   # the two full syncs alone
 
 What it does:
 
@@ -147,10 +148,12 @@ def full_sync(api_client, server: FakeKubeApi, title: str) -> None:
     run = run_sync(create_run(trigger="bench").pk, api_client=api_client)
     elapsed = time.perf_counter() - started
     counts = Counter(server.counts)
+    summary = run.log.splitlines()[-1] if run.log else ""
+    phases = summary[summary.rindex("(") + 1 : -1] if summary.endswith(")") else ""
     print(
         f"{title}: {elapsed:.2f} s ({run.status}; {run.total} objects: {run.created_count} "
         f"created, {run.updated_count} updated, {run.unchanged_count} unchanged; "
-        f"{sum(counts.values())} requests, {writes(counts)} writes)"
+        f"{sum(counts.values())} requests, {writes(counts)} writes; {phases})"
     )
 
 
@@ -259,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         default="process",
         help="the fake API server in a process of its own (default) or in a thread of this one",
     )
+    parser.add_argument(
+        "--syncs-only",
+        action="store_true",
+        help="only the first and the steady full sync (no worker, approvals or edits)",
+    )
     args = parser.parse_args(argv)
     broker = str(settings.CELERY_BROKER_URL)
     if not broker.startswith("redis://"):
@@ -294,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         full_sync(api_client, server, "first full sync")
         full_sync(api_client, server, "steady full sync")
+        if args.syncs_only:
+            return 0
 
         worker = start_worker(server)
         probe = create_run(trigger="bench-warmup")
