@@ -166,7 +166,12 @@ def build_api_client(
     # are busy but only keeps this many).
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, pool_size)
     _throttle_refresh(configuration)
-    api_client = ApiClient(configuration, timeout=timeout)
+    try:
+        api_client = ApiClient(configuration, timeout=timeout)
+    except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+        raise K8sConfigError(
+            f"cannot use the TLS settings for {configuration.host} (CA or client certificate): {e}"
+        ) from e
     api_client.user_agent = "fairshare"
     return api_client
 

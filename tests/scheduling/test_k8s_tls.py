@@ -108,6 +108,19 @@ def test_it_trusts_the_clusters_ca_and_checks_the_servers_name(https, pki, tmp_p
         namespaces(by_ip, transport)
 
 
+def test_a_ca_file_that_holds_no_certificate_is_a_configuration_error(https, tmp_path):
+    from scheduling.k8s.errors import K8sConfigError
+
+    bogus = tmp_path / "ca.crt"
+    bogus.write_text("not a certificate\n")
+    path = kubeconfig(
+        tmp_path, f"https://localhost:{https.port}", {"certificate-authority": str(bogus)}
+    )
+
+    with pytest.raises(K8sConfigError, match="TLS settings for https://localhost"):
+        build_api_client("kubeconfig", kubeconfig=path)
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_tls_server_name_is_the_name_checked(https, pki, tmp_path, transport):
     named = kubeconfig(
