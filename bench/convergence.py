@@ -11,6 +11,7 @@ flushed too, so give it one of its own):
     .venv/bin/python bench/convergence.py --scale demo
     .venv/bin/python bench/convergence.py --scale 200       # 200 teams / 2,000 namespaces
     .venv/bin/python bench/convergence.py --scale 200 --syncs-only   # the two full syncs alone
+    .venv/bin/python bench/convergence.py --scale 200 --tls          # over HTTPS
 
 What it does:
 
@@ -93,10 +94,12 @@ class RemoteFake:
     server is: its CPU is not this process's, and its threads do not share this interpreter's
     lock with the sync's writers. Read over HTTP; requests are counted from its ``/metrics``."""
 
-    def __init__(self) -> None:
-        self.kubeconfig_path = str(Path(tempfile.mkdtemp(prefix="fake-kube-")) / "kubeconfig")
+    def __init__(self, *, tls: bool = False) -> None:
+        scratch = Path(tempfile.mkdtemp(prefix="fake-kube-"))
+        self.kubeconfig_path = str(scratch / "kubeconfig")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.kubeapi", "--kubeconfig", self.kubeconfig_path],
+            [sys.executable, "-m", "tests.kubeapi", "--kubeconfig", self.kubeconfig_path]
+            + (["--tls", str(scratch / "pki")] if tls else []),
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
@@ -263,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the fake API server in a process of its own (default) or in a thread of this one",
     )
     parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="the fake serves HTTPS (a fresh CA; with --server process only)",
+    )
+    parser.add_argument(
         "--syncs-only",
         action="store_true",
         help="only the first and the steady full sync (no worker, approvals or edits)",
@@ -290,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{Team.objects.count()} teams, {Namespace.objects.count()} namespaces")
 
     if args.server == "process":
-        server = RemoteFake()
+        server = RemoteFake(tls=args.tls)
     else:
         server = FakeKubeApi().start()
         server.reset()

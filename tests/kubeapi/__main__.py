@@ -24,13 +24,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", help="where to write the kubeconfig")
     parser.add_argument("--seed", type=int, default=0, help="RNG seed for probabilistic faults")
     parser.add_argument(
+        "--tls",
+        metavar="DIR",
+        help="serve HTTPS with a fresh CA and certificates (openssl) written to DIR; the "
+        "server is then named localhost, and the kubeconfig trusts the CA",
+    )
+    parser.add_argument(
         "--load",
         action="append",
         default=[],
         help="JSON or YAML file of objects (a list, a List kind or a multi-document YAML)",
     )
     args = parser.parse_args(argv)
-    server = FakeKubeApi(args.host, args.port, seed=args.seed).start()
+    tls: dict = {}
+    host = args.host
+    if args.tls:
+        from .tls import make_pki
+
+        pki = make_pki(Path(args.tls), names=("localhost",))
+        tls = {"tls": pki.server_context(), "ca_file": pki.ca}
+        host = "localhost" if host == "127.0.0.1" else host  # the name the certificate has
+    server = FakeKubeApi(host, args.port, seed=args.seed, **tls).start()
     server.reset()
     if args.kubeconfig:
         server.write_kubeconfig(args.kubeconfig)

@@ -258,3 +258,26 @@ def test_a_server_url_with_a_path_keeps_it_on_every_request(tmp_path, transport)
         server.shutdown()
         server.server_close()
     assert seen == ["/k8s/clusters/c-1/api/v1/namespaces?limit=1"]
+
+
+def test_the_fake_runs_on_its_own_over_https(tmp_path):
+    """``python -m tests.kubeapi --tls DIR`` (what ``bench/convergence.py --tls`` starts): an
+    HTTPS server named localhost, and a kubeconfig that trusts its fresh CA."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "kubeconfig"
+    command = [sys.executable, "-m", "tests.kubeapi", "--tls", str(tmp_path / "pki")]
+    process = subprocess.Popen(
+        [*command, "--kubeconfig", str(config)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = process.stdout.readline().split()[-1]
+        process.stdout.readline()
+        assert url.startswith("https://localhost:")
+        assert namespaces(str(config), "direct")["kind"] == "NamespaceList"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
