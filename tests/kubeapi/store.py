@@ -26,7 +26,8 @@ _NOW: tuple[int, str] = (0, "")
 
 
 def now() -> str:
-    """The current time as metav1.Time marshals it (RFC 3339, whole seconds, UTC)."""
+    """The current time as metav1.Time marshals it: RFC 3339, whole seconds, UTC
+    (k8s.io/apimachinery/pkg/apis/meta/v1/time.go ``Time.MarshalJSON``)."""
     global _NOW
     second = int(time.time())
     if _NOW[0] != second:
