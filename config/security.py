@@ -8,6 +8,8 @@ with ``style="width: …"``.
 
 from __future__ import annotations
 
+import ipaddress
+
 from django.conf import settings
 from django.http import HttpResponseBadRequest, JsonResponse
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
@@ -88,3 +90,69 @@ class NoStoreForAuthenticatedMiddleware:
             add_never_cache_headers(response)
             patch_vary_headers(response, ("Cookie", "Authorization"))
         return response
+
+
+class InClusterEndpointsMiddleware:
+    """Serve the probes (``/healthz``, ``/readyz``) and ``/metrics`` to in-cluster callers that
+    address the pod by its IP, whatever ``ALLOWED_HOSTS`` says.
+
+    The kubelet's HTTP probe sends ``Host: <pod IP>:<port>`` (Kubernetes
+    ``pkg/probe/http/request.go``, ``NewRequestForHTTPGetAction``: the URL's host is the pod IP
+    unless the probe sets ``host``), and so does a Prometheus scrape of a ServiceMonitor's
+    endpoints (the target's ``__address__``). Django would answer both with 400: a pod IP is
+    not, and should not be, one of the public site's host names. The exemption is narrow:
+
+    * only ``GET``/``HEAD`` of exactly these three paths (none of their views builds a URL,
+      redirects or sets a cookie, so the Host header is never used: there is nothing for a
+      forged Host to poison);
+    * only when the Host is an IP address literal (with or without a port), which no browser
+      sends for the public site's name; every other request, these paths included, goes
+      through Django's host validation as before;
+    * ``/metrics`` keeps its own access check (``FAIRSHARE_METRICS_TOKEN`` bearer token, or
+      loopback only): a scrape still needs the token.
+
+    Place it first: ``CommonMiddleware`` (and ``SecurityMiddleware``'s HTTPS redirect) call
+    ``request.get_host()``, which raises DisallowedHost for such a Host.
+    """
+
+    PATHS = ("/healthz", "/readyz", "/metrics")
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self._views = None
+
+    def _view(self, path: str):
+        if self._views is None:
+            from config.health import healthz, readyz
+            from monitoring.views import metrics
+
+            self._views = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics}
+        return self._views[path]
+
+    def __call__(self, request):
+        if (
+            request.path_info in self.PATHS
+            and request.method in ("GET", "HEAD")
+            and is_ip_host(request.META.get("HTTP_HOST", ""))
+        ):
+            response = self._view(request.path_info)(request)
+            add_never_cache_headers(response)
+            return response
+        return self.get_response(request)
+
+
+def is_ip_host(host: str) -> bool:
+    """True for ``10.1.2.3``, ``10.1.2.3:8000``, ``[fd00::1]`` and ``[fd00::1]:8000``."""
+    if host.startswith("["):
+        address, bracket, rest = host[1:].partition("]")
+        if not bracket or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return False
+    else:
+        address, colon, port = host.partition(":")
+        if colon and not port.isdigit():
+            return False
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return True

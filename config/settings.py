@@ -56,6 +56,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Probes and /metrics for callers that address the pod by IP (kubelet, Prometheus); first,
+    # before anything asks for the Host. See config/security.py.
+    "config.security.InClusterEndpointsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "config.security.ContentSecurityPolicyMiddleware",
     "config.security.RejectNullCharactersMiddleware",

@@ -620,7 +620,9 @@ def _execute(api_client: Any, step: Step, outcome: _Outcome) -> None:
     if step.action == "delete":
         # A prune of something already gone is done; so is the delete half of a replace.
         with contextlib.suppress(K8sNotFound):
-            retry(lambda: delete(api_client, change.kind, change.name, change.namespace))
+            # A prune deletes the object it observed, not one recreated since (preconditions).
+            live = change.body if change.op == "prune" else None
+            retry(lambda: delete(api_client, change.kind, change.name, change.namespace, live=live))
         return
     body = step.body or {}
     retry(lambda: server_side_apply(api_client, body, result=False))

@@ -76,16 +76,37 @@ def delete(
     namespace: str | None = None,
     *,
     dry_run: bool = False,
+    live: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Delete one object (dependents in the background) and return the server's answer.
 
+    ``live``: the object as observed when the delete was decided (a prune). The request then
+    carries its ``uid`` and ``resourceVersion`` as DeleteOptions preconditions, so an object
+    deleted and recreated since, or changed since, is not deleted: the API server answers 409
+    (K8sConflict; apimachinery ``pkg/registry/generic/registry/store.go``, ``Delete`` checks
+    ``options.Preconditions`` against the stored object).
     Raises K8sNotFound if it is already gone (callers pruning may treat that as done).
     """
     info = kind_info(kind)
     if info.namespaced and not namespace:
         raise ValueError(f"{kind} {name!r} is namespaced: pass namespace")
     query = {"propagationPolicy": "Background", "dryRun": "All" if dry_run else None}
-    return request_json(api_client, "DELETE", info.path(namespace, name), query=query)
+    options = delete_preconditions(live)
+    if options is None:
+        return request_json(api_client, "DELETE", info.path(namespace, name), query=query)
+    return request_json(api_client, "DELETE", info.path(namespace, name), query=query, body=options)
+
+
+def delete_preconditions(live: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The DeleteOptions body that deletes ``live`` only if it is still that object, unchanged
+    (None when ``live`` has neither a uid nor a resourceVersion)."""
+    meta = (live or {}).get("metadata") or {}
+    preconditions = {
+        key: str(meta[key]) for key in ("uid", "resourceVersion") if meta.get(key) not in (None, "")
+    }
+    if not preconditions:
+        return None
+    return {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
 
 
 def call_with_retry(
