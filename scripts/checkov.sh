@@ -21,5 +21,5 @@ trap 'rm -rf "$rendered"' EXIT
 kubectl kustomize deploy/ >"$rendered/fairshare.yaml"
 kubectl kustomize deploy/volcano/ >"$rendered/volcano.yaml"
 cp deploy/monitoring/*.yaml "$rendered/"
-"$venv/bin/checkov" --quiet --compact --config-file deploy/.checkov.yaml \
+"$venv/bin/checkov" --quiet --compact --skip-download --config-file deploy/.checkov.yaml \
   --framework kubernetes --directory "$rendered" "$@"

@@ -13,6 +13,9 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
     || echo "warning: could not install chromium; browser tests will fail" >&2
 fi
 .venv/bin/ruff check .
+# checkov for tests/deploy/test_checkov.py, in its own virtualenv (.venv-checkov): its pinned
+# libraries must not change the versions in .venv.
+scripts/checkov.sh --install
 FAIRSHARE_DEBUG=true .venv/bin/python manage.py makemigrations --check --dry-run >/dev/null
 workers=${FAIRSHARE_TEST_WORKERS:-2}
 

@@ -570,7 +570,9 @@ def test_no_warning_with_the_shipped_scheduler_configuration(cast, cluster):
     import yaml
 
     shipped = yaml.safe_load(
-        (Path(__file__).parents[2] / "deploy/volcano/volcano-scheduler-configmap.yaml").read_text()
+        (
+            Path(__file__).parents[2] / "deploy/volcano/non-helm/volcano-scheduler-configmap.yaml"
+        ).read_text()
     )
     cluster.put_object({"kind": "Namespace", "metadata": {"name": "volcano-system"}})
     cluster.put_object(shipped)
