@@ -161,12 +161,27 @@ def test_the_rendered_containers_start_and_answer(smoke_database, kubeapi, tmp_p
     for container in containers.values():
         assert [next(iter(ref)) for ref in container["envFrom"]] == ["configMapRef", "secretRef"]
 
-    # 1. The web pods' init container: migrations, before anything else.
+    # 1. The web pods' init container: migrations, before anything else. Every replica runs
+    # it, all at once on a first install: they must not trip over each other.
     migrate = containers["fairshare-web/init/migrate"]
-    done = subprocess.run(
-        executable(migrate["command"]), env=env, cwd=ROOT, capture_output=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    [web_deployment] = [
+        d for d in docs if (d["kind"], d["metadata"]["name"]) == ("Deployment", "fairshare-web")
+    ]
+    replicas = web_deployment["spec"]["replicas"]
+    assert replicas >= 2
+    runs = [
+        subprocess.Popen(
+            executable(migrate["command"]),
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(replicas)
+    ]
+    for run in runs:
+        output, _ = run.communicate(timeout=600)
+        assert run.returncode == 0, output.decode()[-3000:]
 
     processes = Processes(tmp_path)
     try:
