@@ -127,3 +127,24 @@ def test_the_cluster_role_grants_exactly_what_the_calls_need():
     unused = {g for g in grants - need if g[2] != "bind"}
     assert unused == set(), "the ClusterRole grants verbs the code never uses"
     assert {g[3] for g in grants if g[2] == "bind"} == {"admin", "edit", "view"}
+
+
+def test_deploy_readmes_least_privilege_table_is_the_cluster_role():
+    """deploy/README.md's table, row by row, is exactly the ClusterRole's rules."""
+    text = (ROOT / "deploy" / "README.md").read_text()
+    section = text.split("## RBAC", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("| `")
+    ]
+    documented = set()
+    for group, resources, verbs, _why in rows:
+        group = group.strip("`").replace('""', "")
+        names = re.findall(r"`([a-z-]+)`", resources)
+        resources = resources.split("`")[0] if names else resources
+        for resource in (r.strip() for r in resources.split(",")):
+            for verb in (v.strip() for v in verbs.split(",")):
+                for name in names or ["*"]:
+                    documented.add((group, resource, verb, name))
+    assert documented == granted()
