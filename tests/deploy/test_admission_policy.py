@@ -125,6 +125,23 @@ def cel(policy) -> Evaluator:
     return Evaluator(policy)
 
 
+def test_it_names_the_service_account_fairshares_pods_run_as():
+    docs = kustomize(DEPLOY)
+    [account] = [d for d in docs if d["kind"] == "ServiceAccount"]
+    username = (
+        f"system:serviceaccount:{account['metadata']['namespace']}:{account['metadata']['name']}"
+    )
+    assert username == FAIRSHARE
+    for doc in docs:
+        if doc["kind"] == "Deployment":
+            assert (
+                doc["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+            )
+    [policy] = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    [condition] = policy["spec"]["matchConditions"]
+    assert f"'{username}'" in condition["expression"]
+
+
 def test_it_matches_every_write_of_fairshares_service_account_only(policy, cel):
     [rule] = policy["matchConstraints"]["resourceRules"]
     assert rule["apiGroups"] == ["*"] and rule["resources"] == ["*", "*/*"]

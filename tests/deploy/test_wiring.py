@@ -313,3 +313,21 @@ def test_the_helm_values_and_the_non_helm_configmap_are_the_same_configuration()
     text = values["custom"]["scheduler_config_override"]
     assert text == configmap["data"][CONFIG_KEY]
     assert scheduler_config_warnings(text, hierarchy=True) == []
+
+
+def test_the_network_policies_let_in_what_the_services_target(docs):
+    """Only the web pods take traffic, on the port their Service targets."""
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    assert any(p["spec"]["podSelector"] == {} and not p["spec"].get("ingress") for p in policies)
+    for service in services(docs):
+        selector = service["spec"]["selector"]
+        for port in service["spec"]["ports"]:
+            allowed = [
+                rule_port["port"]
+                for policy in policies
+                if policy["spec"]["podSelector"]
+                and policy["spec"]["podSelector"]["matchLabels"].items() <= selector.items()
+                for rule in policy["spec"].get("ingress") or []
+                for rule_port in rule.get("ports") or []
+            ]
+            assert port["targetPort"] in allowed, service["metadata"]["name"]
