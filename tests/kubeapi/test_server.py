@@ -357,8 +357,9 @@ def test_it_answers_409_when_another_manager_owns_the_field_unless_forced(kubeap
     assert "f:weight" in managers["fairshare"]["fieldsV1"]["f:spec"]
 
 
-def test_it_shares_a_field_when_managers_apply_the_same_value(custom):
+def test_it_shares_a_field_when_managers_apply_the_same_value(kubeapi, custom):
     apply(custom, queue(weight=2), field_manager="someone-else")
+    kubeapi.controller_step()
 
     shared = apply(custom, queue(weight=2), field_manager="fairshare")
 

@@ -66,6 +66,7 @@ def test_kubectl_round_trips_the_export(kubeapi, tmp_path):
     validate = [] if client_minor() >= 27 else ["--validate=false"]
 
     first = kubectl(config, "apply", "--server-side", "-R", "-f", str(out), *validate)
+    kubeapi.controller_step()  # Volcano's queue controller parents and opens the new Queues
     before = versions(kubeapi)
     kubectl(config, "apply", "--server-side", "-R", "-f", str(out), *validate)
     diff = kubectl(config, "diff", "--server-side", "-R", "-f", str(out), check=False)
