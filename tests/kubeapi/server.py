@@ -84,6 +84,14 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "apply", "delete"})
 # k8s.io/apiserver/pkg/endpoints/metrics/metrics.go.
 _METRIC_VERBS = {"create": "POST", "update": "PUT"}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# Namespaces that can never be deleted: the NamespaceLifecycle admission plugin's immortal
+# namespaces (k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go
+# ``Register``: ``NewLifecycle(sets.NewString(metav1.NamespaceDefault,
+# metav1.NamespaceSystem, metav1.NamespacePublic))``; ``Admit`` refuses their DELETE).
+# kube-node-lease is not among them upstream.
+IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+# k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go ValidateDeleteOptions
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -554,6 +562,9 @@ class FakeKubeApi:
         # ``auto_controller = False``). Until then a new Queue has no ``status.state``.
         self.controller_delay = 0.05
         self.auto_controller = True
+        # The scheduler's capacity plugin with ``enableHierarchy: true`` (what Fairshare ships);
+        # see scheduler_blocked().
+        self.scheduler_hierarchy = True
         self._pending: dict[str, float] = {}
         self._controller = threading.Condition()
         self._controller_thread: threading.Thread | None = None
@@ -679,6 +690,7 @@ class FakeKubeApi:
         self.stale_denials = 0
         self.controller_delay = 0.05
         self.auto_controller = True
+        self.scheduler_hierarchy = True
         with self._controller:
             self._pending.clear()
             self._queue_writes.clear()
@@ -788,6 +800,22 @@ class FakeKubeApi:
             for kind_name, objs in by_kind.items():
                 self.store.bulk_put(kind_name, objs)
         return sum(len(v) for v in by_kind.values())
+
+    def scheduler_blocked(self) -> str | None:
+        """Why Volcano's scheduler would allocate and enqueue nothing at all now (the capacity
+        plugin's hierarchy check failed), or None: see ``volcano.scheduler_blocked``."""
+        with self.store.lock:
+            podgroups = list(self.store.items["PodGroup"].values())
+            queues = self._current_queues()
+        return volcano.scheduler_blocked(podgroups, queues, hierarchy=self.scheduler_hierarchy)
+
+    def stranded_podgroups(self) -> list[tuple[str, str, str, str]]:
+        """``(namespace, name, queue, reason)`` of each PodGroup with work left whose queue does
+        not exist or is not a leaf: see ``volcano.stranded_podgroups``."""
+        with self.store.lock:
+            podgroups = list(self.store.items["PodGroup"].values())
+            queues = self._current_queues()
+        return volcano.stranded_podgroups(podgroups, queues)
 
     def uninstall(self, *groups: str) -> None:
         """Act as a cluster without these API groups' CRDs (e.g. ``"batch.volcano.sh"``): every
@@ -940,7 +968,8 @@ class FakeKubeApi:
             code, result = self._apply(kind, ns, name, raw, query, dry_run)
             self._after_write(kind, ns, name, mark)
             return code, result
-        status = self._delete(kind, ns, name, dry_run)
+        options = self._delete_options(kind, raw, query)
+        status = self._delete(kind, ns, name, options.get("dryRun") == ["All"], options)
         self._after_write(kind, ns, name, mark)
         return 200, status
 
@@ -1864,9 +1893,80 @@ class FakeKubeApi:
                 new_meta["generation"] = old["metadata"]["generation"] + 1
             return 200, self._store(kind, new, owners, dry_run, new=False)
 
-    def _delete(self, kind: Kind, ns: str, name: str, dry_run: bool) -> dict:
+    def _delete_options(self, kind: Kind, raw: bytes, query: dict[str, str]) -> dict:
+        """The request's DeleteOptions: the body (what kubectl and client-go send) with the
+        query parameters folded in, as ``k8s.io/apiserver/pkg/endpoints/handlers/delete.go``
+        ``DeleteResource`` decodes them; then ``ValidateDeleteOptions``
+        (``k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go``)."""
+        options = self._json(raw) if raw.strip() else {}
+        if options.get("kind") not in (None, "DeleteOptions"):
+            raise bad_request(f"the body of a DELETE must be DeleteOptions, not {options['kind']}")
+        if "dryRun" in query:
+            options.setdefault("dryRun", [query["dryRun"]])
+        if "propagationPolicy" in query:
+            options.setdefault("propagationPolicy", query["propagationPolicy"])
+        causes = []
+        dry_run = options.get("dryRun") or []
+        if not isinstance(dry_run, list) or any(v != "All" for v in dry_run):
+            # ValidateDryRun: only "All"
+            causes.append(validation.unsupported("dryRun", dry_run, ["All"]))
+        policy = options.get("propagationPolicy")
+        if policy is not None and policy not in PROPAGATION_POLICIES:
+            causes.append(
+                validation.unsupported("propagationPolicy", policy, list(PROPAGATION_POLICIES))
+            )
+        if policy is not None and options.get("orphanDependents") is not None:
+            causes.append(
+                validation.invalid(
+                    "propagationPolicy",
+                    policy,
+                    "orphanDependents and deletionPropagation cannot be both set",
+                )
+            )
+        preconditions = options.get("preconditions") or {}
+        if not isinstance(preconditions, dict) or set(preconditions) - {"uid", "resourceVersion"}:
+            causes.append(validation.invalid("preconditions", preconditions, "unknown field"))
+        if causes:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'DeleteOptions.meta.k8s.io "" is invalid: {validation.message_for(causes)}',
+                details={"group": "meta.k8s.io", "kind": "DeleteOptions", "causes": causes},
+            )
+        if dry_run == ["All"] and "dryRun" not in query:
+            with self._meta_lock:
+                self.dry_run_counts[("delete", kind.kind)] += 1
+        return options
+
+    def _delete(
+        self, kind: Kind, ns: str, name: str, dry_run: bool, options: dict | None = None
+    ) -> dict:
+        options = options or {}
         with self.store.lock:
+            if kind.kind == "Namespace" and name in IMMORTAL_NAMESPACES:
+                # NamespaceLifecycle Admit, before the object is even read
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                    details=_details(kind, name),
+                )
             obj = self._existing(kind, ns, name)
+            # k8s.io/apiserver/pkg/storage/interfaces.go Preconditions.Check, turned into a
+            # Conflict by pkg/storage/errors InterpretDeleteError (also in a dry run).
+            preconditions = options.get("preconditions") or {}
+            for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                want = preconditions.get(field)
+                have = obj["metadata"].get(field)
+                if want is not None and want != have:
+                    raise ApiError(
+                        409,
+                        "Conflict",
+                        f'Operation cannot be fulfilled on {kind.resource} "{name}": '
+                        f"Precondition failed: {label} in precondition: {want}, {label} in "
+                        f"object meta: {have}",
+                        details=_details(kind, name),
+                    )
             if kind.kind == "Queue":
                 try:
                     view = self._queues()

@@ -209,3 +209,184 @@ def test_with_no_controller_delay_the_controller_runs_inside_the_write(kubeapi, 
 
     assert "status" not in created  # the response is the write's, before the controller
     assert kubeapi.get("Queue", "team")["status"]["state"] == "Open"
+
+
+# --------------------------------------------------------------------------- podgroups and queues
+
+
+def annotate(core, queue_name):
+    core.patch_namespace(
+        "ml", {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": queue_name}}}
+    )
+
+
+def test_a_podgroups_queue_is_fixed_when_it_is_created(kubeapi, core, custom):
+    kubeapi.controller_delay = 0
+    make_queue(custom, "old")
+    make_queue(custom, "new")
+    annotate(core, "old")
+    custom.create_namespaced_custom_object(
+        GROUP, VERSION, "ml", "podgroups", podgroup("running", "default")
+    )
+
+    annotate(core, "new")  # e.g. a team renamed: its namespace routes to another queue
+    custom.patch_namespaced_custom_object(
+        GROUP, VERSION, "ml", "podgroups", "running", {"metadata": {"labels": {"x": "y"}}}
+    )
+    custom.create_namespaced_custom_object(
+        GROUP, VERSION, "ml", "podgroups", podgroup("later", "default")
+    )
+
+    assert kubeapi.get("PodGroup", "running", "ml")["spec"]["queue"] == "old"  # not re-routed
+    assert kubeapi.get("PodGroup", "later", "ml")["spec"]["queue"] == "new"
+
+
+def test_a_job_in_a_queue_that_became_a_parent_blocks_the_whole_scheduler(kubeapi, core, custom):
+    kubeapi.controller_delay = 0
+    make_queue(custom, "team")
+    custom.create_namespaced_custom_object(
+        GROUP, VERSION, "ml", "podgroups", podgroup("pg", "team")
+    )
+    assert kubeapi.scheduler_blocked() is None
+    assert kubeapi.stranded_podgroups() == []
+
+    make_queue(custom, "team-own", parent="team")  # the leaf team gets its first child
+
+    assert kubeapi.scheduler_blocked() == "The Queue <team> of Job <ml/pg> is not leaf queue"
+    assert kubeapi.stranded_podgroups() == [("ml", "pg", "team", "queue team is not a leaf queue")]
+    kubeapi.scheduler_hierarchy = False
+    assert kubeapi.scheduler_blocked() is None  # buildQueueAttrs has no such check
+
+
+def test_a_podgroup_whose_queue_was_deleted_is_stranded_but_blocks_nothing(kubeapi, core, custom):
+    kubeapi.controller_delay = 0
+    make_queue(custom, "team")
+    for name in ("pending", "done"):
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, "ml", "podgroups", podgroup(name, "team")
+        )
+    done = kubeapi.get("PodGroup", "done", "ml")
+    kubeapi.put_object({**done, "status": {"phase": "Completed"}})
+
+    custom.delete_cluster_custom_object(GROUP, VERSION, "queues", "team")
+
+    assert kubeapi.stranded_podgroups() == [("ml", "pending", "team", "queue team does not exist")]
+    assert kubeapi.scheduler_blocked() is None  # Snapshot skips the job
+
+
+def test_a_queue_whose_parent_is_gone_blocks_the_scheduler(kubeapi):
+    kubeapi.put_object(queue("orphan", parent="gone"))
+
+    assert kubeapi.scheduler_blocked() == "the queue orphan has invalid parent queue gone"
+
+
+# --------------------------------------------------------------------------- queue quantities
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        (
+            {"capability": {GPU: "-1"}},
+            'requestBody.spec.capability.nvidia.com/gpu: Invalid value: "-1": must be greater '
+            "than or equal to 0",
+        ),
+        (
+            {"deserved": {GPU: "1.5"}},
+            'requestBody.spec.deserved.nvidia.com/gpu: Invalid value: "1.5": must be an integer',
+        ),
+        (
+            {"guarantee": {"resource": {GPU: "500m"}}, "deserved": {GPU: "1"}},
+            'requestBody.spec.guarantee.resource.nvidia.com/gpu: Invalid value: "500m": must be '
+            "an integer",
+        ),
+    ],
+)
+def test_queue_amounts_are_non_negative_and_whole_for_integer_resources(custom, spec, problem):
+    with pytest.raises(ApiException) as exc:
+        make_queue(custom, "q", **spec)
+
+    assert exc.value.status == 400
+    assert message(exc) == (
+        f'admission webhook "validatequeue.volcano.sh" denied the request: {problem}'
+    )
+
+
+def test_fractional_cpu_and_memory_are_fine_in_a_queue(kubeapi, custom):
+    make_queue(custom, "q", capability={"cpu": "500m", "memory": "1.5Gi", GPU: "2"})
+
+    assert kubeapi.get("Queue", "q")["spec"]["capability"]["cpu"] == "500m"
+
+
+# --------------------------------------------------------------------------- deletes
+
+
+def test_the_immortal_namespaces_cannot_be_deleted(kubeapi, core):
+    for name in ("default", "kube-system", "kube-public"):
+        with pytest.raises(ApiException) as exc:
+            core.delete_namespace(name)
+        assert exc.value.status == 403
+        assert (
+            message(exc) == f'namespaces "{name}" is forbidden: this namespace may not be deleted'
+        )
+        assert kubeapi.get("Namespace", name) is not None
+
+    core.delete_namespace("kube-node-lease")  # not immortal upstream
+    assert kubeapi.get("Namespace", "kube-node-lease") is None
+
+
+def test_a_dry_run_in_the_delete_options_body_deletes_nothing(kubeapi, custom):
+    make_queue(custom, "q")
+
+    custom.delete_cluster_custom_object(
+        GROUP, VERSION, "queues", "q", body={"kind": "DeleteOptions", "dryRun": ["All"]}
+    )
+
+    assert kubeapi.get("Queue", "q") is not None
+    assert kubeapi.writes("Queue") == 1  # the create; the dry-run delete is not a write
+
+
+def test_delete_preconditions_are_checked(kubeapi, custom):
+    made = make_queue(custom, "q")
+    uid, rv = made["metadata"]["uid"], made["metadata"]["resourceVersion"]
+    kubeapi.controller_step()  # the controller writes: the resourceVersion moves on
+
+    with pytest.raises(ApiException) as exc:
+        custom.delete_cluster_custom_object(
+            GROUP, VERSION, "queues", "q", body={"preconditions": {"uid": "not-" + uid}}
+        )
+    assert exc.value.status == 409
+    assert message(exc) == (
+        'Operation cannot be fulfilled on queues.scheduling.volcano.sh "q": Precondition failed: '
+        f"UID in precondition: not-{uid}, UID in object meta: {uid}"
+    )
+    with pytest.raises(ApiException) as exc:
+        custom.delete_cluster_custom_object(
+            GROUP, VERSION, "queues", "q", body={"preconditions": {"resourceVersion": rv}}
+        )
+    assert exc.value.status == 409
+    assert "Precondition failed: ResourceVersion in precondition" in message(exc)
+    assert kubeapi.get("Queue", "q") is not None
+
+    current = kubeapi.get("Queue", "q")["metadata"]["resourceVersion"]
+    custom.delete_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "queues",
+        "q",
+        body={"preconditions": {"uid": uid, "resourceVersion": current}},
+    )
+    assert kubeapi.get("Queue", "q") is None
+
+
+def test_delete_options_are_validated(kubeapi, custom):
+    make_queue(custom, "q")
+
+    with pytest.raises(ApiException) as exc:
+        custom.delete_cluster_custom_object(
+            GROUP, VERSION, "queues", "q", body={"propagationPolicy": "Sometimes"}
+        )
+
+    assert exc.value.status == 422
+    assert "propagationPolicy: Unsupported value" in message(exc)
+    assert kubeapi.get("Queue", "q") is not None
