@@ -844,9 +844,29 @@ class FakeKubeApi:
 
     # ------------------------------------------------------------------ HTTP
 
-    def _serve(self, h: _Handler) -> None:
+    @staticmethod
+    def _read_body(h: _Handler) -> bytes:
+        """The request body: ``Content-Length`` bytes, or a chunked body (what kubectl sends
+        for ``delete --raw -f``), as Go's net/http reads either (src/net/http/transfer.go)."""
+        if "chunked" in (h.headers.get("Transfer-Encoding") or "").lower():
+            chunks = []
+            while True:
+                size_line = h.rfile.readline(65537)
+                try:
+                    size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    raise _Drop from None
+                if size == 0:
+                    while h.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(chunks)
+                chunks.append(h.rfile.read(size))
+                h.rfile.readline(65537)  # the CRLF after the chunk
         length = int(h.headers.get("Content-Length") or 0)
-        raw = h.rfile.read(length) if length else b""
+        return h.rfile.read(length) if length else b""
+
+    def _serve(self, h: _Handler) -> None:
+        raw = self._read_body(h)
         parts = urlsplit(h.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         headers: dict[str, str] = {}
