@@ -499,7 +499,7 @@ def _podgroup_queue(podgroup: Mapping[str, Any]) -> str:
 
 def _waiting(podgroup: Mapping[str, Any]) -> bool:
     """A PodGroup with work still to run: not ``Completed``
-    (``pkg/apis/scheduling/v1beta1`` ``PodGroupCompleted``)."""
+    (``volcano.sh/apis`` ``pkg/apis/scheduling/v1beta1/types.go`` ``PodGroupCompleted``)."""
     return ((podgroup.get("status") or {}).get("phase") or "") != "Completed"
 
 
