@@ -989,7 +989,9 @@ class FakeKubeApi:
             self._after_write(kind, ns, name, mark)
             return code, result
         options = self._delete_options(kind, raw, query)
-        status = self._delete(kind, ns, name, options.get("dryRun") == ["All"], options)
+        with self.store.lock:  # the checks and the delete at one state
+            self._check_delete(kind, ns, name, options)
+            status = self._delete(kind, ns, name, options.get("dryRun") == ["All"])
         self._after_write(kind, ns, name, mark)
         return 200, status
 
@@ -1958,10 +1960,8 @@ class FakeKubeApi:
                 self.dry_run_counts[("delete", kind.kind)] += 1
         return options
 
-    def _delete(
-        self, kind: Kind, ns: str, name: str, dry_run: bool, options: dict | None = None
-    ) -> dict:
-        options = options or {}
+    def _check_delete(self, kind: Kind, ns: str, name: str, options: dict) -> None:
+        """What refuses a DELETE before Volcano's webhook: NamespaceLifecycle, preconditions."""
         with self.store.lock:
             if kind.kind == "Namespace" and name in IMMORTAL_NAMESPACES:
                 # NamespaceLifecycle Admit, before the object is even read
@@ -1987,6 +1987,10 @@ class FakeKubeApi:
                         f"object meta: {have}",
                         details=_details(kind, name),
                     )
+
+    def _delete(self, kind: Kind, ns: str, name: str, dry_run: bool) -> dict:
+        with self.store.lock:
+            obj = self._existing(kind, ns, name)
             if kind.kind == "Queue":
                 try:
                     view = self._queues()
