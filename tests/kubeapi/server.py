@@ -21,6 +21,12 @@ What it imitates, with the upstream source (each function names its own):
   Volcano's own ``root`` and ``default`` queues exist from the start (``volcano.py``);
   PodGroups and Volcano Jobs validated against their CRD schemas (the verbatim copies of
   ``/work/shared/schemas/volcano``); core/v1 Events with ``legacyValidateEvent``;
+* time, as a Volcano cluster has it: the webhooks validate against a lagging informer cache
+  (``webhook_cache_lag``), the queue controller parents and opens a Queue after the write
+  (``controller_delay``, ``controller_step()``); what the scheduler's capacity plugin does with
+  PodGroups in missing or non-leaf queues (``scheduler_blocked()``, ``stranded_podgroups()``);
+* DELETE with DeleteOptions in the body (``dryRun``, ``preconditions``, ``propagationPolicy``),
+  NamespaceLifecycle's immortal namespaces;
 * a cluster without Volcano's CRDs (``uninstall()``): 404 for the group's paths;
 * server-side apply with per-field ownership as structured-merge-diff tracks it: every map key
   is its own field (``f:spec: {f:hard: {f:requests.cpu: {}}}``), lists are atomic (all lists of
@@ -28,6 +34,7 @@ What it imitates, with the upstream source (each function names its own):
   a manager stops applying are removed unless another manager owns them; update-style writes
   (PUT, merge and JSON patches) take ownership of what they change;
 * JSON patch (RFC 6902), JSON merge patch (RFC 7386), ``dryRun=All``, ``fieldValidation``;
+  no strategic merge patch for custom resources (415, as apiextensions-apiserver);
 * discovery and ``/openapi/v3`` (PATCH operations with their parameters and the kinds'
   schemas) so that kubectl can validate and apply.
 
