@@ -98,6 +98,7 @@ class NamespaceSerializer(StrictModelSerializer):
             "labels",
             "share",
             "volcano_jobs",
+            "adopted",
             "created",
             "updated",
         ]
