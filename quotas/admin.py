@@ -184,7 +184,7 @@ class TeamAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
         if before is not None and before.tier_id != obj.tier_id:
             old, new = before.tier, obj.tier
             notice = team_tier_notice(obj.slug, old and old.name, new and new.name)
-            messages.warning(request, notice)
+            messages.warning(request, notice, fail_silently=True)
         if before is not None and before.slug != obj.slug:
             # Renamed: its objects carry the old slug, which a selector by team cannot reach.
             super(SyncsTheCluster, self).save_model(request, obj, form, change)
@@ -224,7 +224,7 @@ class PriorityTierAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
             was = {"value": before.value, "preemption_policy": before.preemption_policy}
             notice = tier_value_notice(was, obj.name, obj.value, obj.preemption_policy)
             if notice:
-                messages.warning(request, notice)
+                messages.warning(request, notice, fail_silently=True)
 
 
 class MembershipAdminForm(forms.ModelForm):
