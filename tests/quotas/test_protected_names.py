@@ -299,3 +299,10 @@ def test_an_adopted_namespace_is_never_deleted_even_when_namespaces_are_pruned(
     assert kept is not None  # adopted: released, never deleted
     assert "app.kubernetes.io/managed-by" not in (kept["metadata"].get("labels") or {})
     assert cluster.objects("RoleBinding", "legacy-ml") == []
+
+
+def test_the_demo_seed_refuses_a_protected_namespace_and_seeds_nothing(db, settings):
+    settings.FAIRSHARE_NAMESPACE = "research-ml"  # Fairshare deployed into a demo namespace
+    with pytest.raises(CommandError, match="namespace Fairshare itself runs in"):
+        call_command("seed_demo", quiet=True)
+    assert not Team.objects.exists() and not Namespace.objects.exists()
