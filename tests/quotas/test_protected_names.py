@@ -306,3 +306,17 @@ def test_the_demo_seed_refuses_a_protected_namespace_and_seeds_nothing(db, setti
     with pytest.raises(CommandError, match="namespace Fairshare itself runs in"):
         call_command("seed_demo", quiet=True)
     assert not Team.objects.exists() and not Namespace.objects.exists()
+
+
+def test_many_new_namespaces_are_looked_up_with_one_list(cast, cluster):
+    _existing(cluster, "bulk-07")
+    Namespace.objects.bulk_create(
+        [Namespace(name=f"bulk-{n:02d}", team=cast.team_b) for n in range(25)]
+    )
+    cluster.reset_counts()
+    run = _sync()
+    assert cluster.counts[("list", "Namespace")] == 2  # the managed ones, then all of them
+    assert cluster.counts.get(("get", "Namespace"), 0) == 0
+    failed = set(run.items.filter(action="failed").values_list("namespace", "name"))
+    assert ("", "bulk-07") in failed and all(ns in ("", "bulk-07") for ns, _ in failed)
+    assert cluster.objects("ResourceQuota", "bulk-08")
