@@ -320,3 +320,12 @@ def test_many_new_namespaces_are_looked_up_with_one_list(cast, cluster):
     failed = set(run.items.filter(action="failed").values_list("namespace", "name"))
     assert ("", "bulk-07") in failed and all(ns in ("", "bulk-07") for ns, _ in failed)
     assert cluster.objects("ResourceQuota", "bulk-08")
+
+
+def test_the_team_page_marks_an_adopted_namespace(cast):
+    Namespace.objects.create(name="legacy-ml", team=cast.team_a, adopted=True)
+    client = Client()
+    assert client.login(username="alice", password=PASSWORD)
+    page = client.get(reverse("portal:team", args=["team-a"])).content.decode()
+    assert "adopted (existed before Fairshare; never deleted)" in page
+    assert page.count("adopted (") == 1  # team-a-ml was created by Fairshare
