@@ -59,7 +59,11 @@ def adoption_preview(namespace: str, team: Team) -> list[str]:
         row = Namespace.objects.filter(name=namespace).first() or Namespace(
             name=namespace, team=team
         )
-        row.team, row.adopted = team, True
+        if row.team_id != team.pk:
+            raise ValidationError(
+                {"name": f"Namespace {namespace!r} already belongs to team {row.team.slug}."}
+            )
+        row.adopted = True
         row.full_clean()
         row.save()
         scope = sync_scope([team.slug])

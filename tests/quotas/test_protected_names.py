@@ -329,3 +329,22 @@ def test_the_team_page_marks_an_adopted_namespace(cast):
     page = client.get(reverse("portal:team", args=["team-a"])).content.decode()
     assert "adopted (existed before Fairshare; never deleted)" in page
     assert page.count("adopted (") == 1  # team-a-ml was created by Fairshare
+
+
+def test_the_adoption_page_previews_refuses_and_adopts(cast, site_admin):
+    url = reverse("portal:adopt_namespace")
+    assert site_admin.get(url).status_code == 200
+    preview = site_admin.post(url, {"name": "legacy-ml", "team": "team-a", "action": "preview"})
+    text = preview.content.decode()
+    assert "annotation fairshare.io/adopted=true" in text
+    assert "RoleBinding fairshare-lead: User alice → ClusterRole admin" in text
+    assert not Namespace.objects.filter(name="legacy-ml").exists()
+    refused = site_admin.post(url, {"name": "kube-system", "team": "team-a", "action": "adopt"})
+    assert refused.status_code == 200 and "protected namespace" in refused.content.decode()
+    taken = site_admin.post(url, {"name": "team-b-ml", "team": "team-a", "action": "preview"})
+    assert "already belongs to team team-b" in taken.content.decode()
+    done = site_admin.post(url, {"name": "legacy-ml", "team": "team-a", "action": "adopt"})
+    assert done.status_code == 302 and Namespace.objects.get(name="legacy-ml").adopted
+    lead = Client()
+    assert lead.login(username="alice", password=PASSWORD)
+    assert lead.get(url).status_code == 403
