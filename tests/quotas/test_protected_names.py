@@ -348,3 +348,41 @@ def test_the_adoption_page_previews_refuses_and_adopts(cast, site_admin):
     lead = Client()
     assert lead.login(username="alice", password=PASSWORD)
     assert lead.get(url).status_code == 403
+
+
+@pytest.mark.parametrize("slug", ["root", "default", "research", "a" * 63, "x-1"])
+def test_entry_and_the_renderer_accept_exactly_the_same_team_slugs(cast, slug):
+    from quotas.domain import names
+    from scheduling.domain import render as renderer
+    from scheduling.domain.types import ClusterSpec, TeamSpec
+
+    assert renderer.RESERVED_QUEUE_NAMES is names.RESERVED_QUEUE_NAMES
+    assert renderer.OWN_QUEUE_SUFFIX is names.OWN_QUEUE_SUFFIX
+    try:
+        Team(slug=slug, name="x").full_clean()
+        accepted = True
+    except ValidationError:
+        accepted = False
+    try:
+        render(ClusterSpec(teams=(TeamSpec(slug),)))
+        rendered = True
+    except ValueError:
+        rendered = False
+    assert accepted == rendered == (slug not in ("root", "default"))
+
+
+@pytest.mark.parametrize("tier", ["system-gold", "gold"])
+def test_entry_and_the_renderer_accept_exactly_the_same_tier_names(cast, tier):
+    from scheduling.domain.types import TierSpec
+
+    try:
+        PriorityTier(name=tier, value=1).full_clean()
+        accepted = True
+    except ValidationError:
+        accepted = False
+    try:
+        TierSpec(tier, 1, "Never")
+        rendered = True
+    except ValueError:
+        rendered = False
+    assert accepted == rendered == (tier == "gold")
