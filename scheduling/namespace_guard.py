@@ -24,6 +24,7 @@ import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from quotas.models import Namespace
 from quotas.protection import foreign_manager, namespace_refusal
 from scheduling.domain.plan import Change
 from scheduling.domain.render import ANNOTATION_ADOPTED, ANNOTATION_RELEASED
@@ -82,6 +83,20 @@ def _live_namespaces(api_client: Any, names: Sequence[str]) -> dict[str, Mapping
                 attempts=3,
             )
     return found
+
+
+def protected_notes(team_slugs: Iterable[str] | None = None) -> list[str]:
+    """Log notes for managed namespaces in the database that are protected (written before the
+    rule, or around it): the renderer renders nothing into them, and the run says so."""
+    rows = Namespace.objects.filter(managed=True)
+    if team_slugs is not None:
+        rows = rows.filter(team__slug__in=list(team_slugs))
+    notes = []
+    for name, slug in rows.values_list("name", "team__slug").order_by("name"):
+        why = namespace_refusal(name)
+        if why:
+            notes.append(f"Skipped namespace {name} of team {slug}: {why} Remove it from the team.")
+    return notes
 
 
 def guard(

@@ -1243,6 +1243,7 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
         index = {_key(obj): obj for obj in live}
         phases.done("plan")
         refused: list[tuple[Change, str]] = []
+        notes += namespace_guard.protected_notes(None if scope is None else scope.teams)
         if not snapshot:  # namespaces Fairshare did not create (scheduling.namespace_guard)
             changes, refused = namespace_guard.guard(api_client, changes)
         outcomes = _apply_all(api_client, changes, index, dry_run=run.dry_run, progress=progress)

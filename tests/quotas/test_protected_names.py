@@ -242,6 +242,7 @@ def test_the_sync_never_writes_into_a_protected_namespace(cast, cluster):
     labels = cluster.get("Namespace", "kube-system")["metadata"]["labels"]
     assert "app.kubernetes.io/managed-by" not in labels
     assert cluster.objects("ResourceQuota", "team-a-ml")  # the rest went out
+    assert "Skipped namespace kube-system of team team-a: 'kube-system' is a protected" in run.log
 
 
 def _existing(cluster, name, labels=None):
