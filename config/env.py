@@ -156,3 +156,28 @@ def env_networks(name: str, *, environ: Mapping[str, str] | None = None) -> list
                 f"{name}: {item!r} is not an IP address or network (e.g. 10.0.0.0/8)."
             ) from None
     return result
+
+
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def env_own_namespace(
+    name: str,
+    cluster: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    namespace_file: str = SERVICE_ACCOUNT_NAMESPACE_FILE,
+) -> str:
+    """The namespace Fairshare itself runs in: ``NAME`` if set, else ``POD_NAMESPACE`` (the
+    downward API), else, in-cluster (``cluster`` is ``in-cluster``), the service account's
+    namespace file that the kubelet mounts into every pod; "" when none says."""
+    value = _raw(name, environ) or _raw("POD_NAMESPACE", environ)
+    if value:
+        return value
+    if cluster.partition(":")[0] == "in-cluster":
+        try:
+            with open(namespace_file, encoding="utf-8") as handle:
+                return handle.read().strip()
+        except OSError:
+            return ""
+    return ""

@@ -17,6 +17,7 @@ from config.env import (
     env_int,
     env_list,
     env_networks,
+    env_own_namespace,
     env_secret,
     env_str,
 )
@@ -336,6 +337,14 @@ FAIRSHARE_CLUSTER = env_cluster(
 )
 FAIRSHARE_KUBE_TIMEOUT = env_int("FAIRSHARE_KUBE_TIMEOUT", 30, min_value=1)
 FAIRSHARE_SYNC_PRUNE_NAMESPACES = env_bool("FAIRSHARE_SYNC_PRUNE_NAMESPACES", False)
+# Namespaces Fairshare never manages, writes into or binds anyone in (glob patterns, comma-
+# separated): Kubernetes' and Volcano's own and the default namespace, plus the namespace
+# Fairshare runs in (FAIRSHARE_NAMESPACE, else POD_NAMESPACE, else the in-cluster service
+# account's namespace file). Refused at every entry (quotas.protection) and never rendered.
+FAIRSHARE_PROTECTED_NAMESPACES = env_list(
+    "FAIRSHARE_PROTECTED_NAMESPACES", ["kube-*", "default", "volcano-*"]
+)
+FAIRSHARE_NAMESPACE = env_own_namespace("FAIRSHARE_NAMESPACE", FAIRSHARE_CLUSTER)
 # Concurrent writers of a sync: the units of one wave (same kind and Queue depth) go out this
 # many at a time (1: one write after another).
 FAIRSHARE_SYNC_WORKERS = env_int("FAIRSHARE_SYNC_WORKERS", 8, min_value=1)

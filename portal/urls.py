@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.views import approvals, quota_edit, rebalance, reports, requests, teams, tokens
+from portal.views import adopt, approvals, quota_edit, rebalance, reports, requests, teams, tokens
 
 app_name = "portal"
 
@@ -42,6 +42,7 @@ urlpatterns = [
     path("approvals/<int:pk>/preview/", approvals.approval_preview, name="approval_preview"),
     path("approvals/<int:pk>/decide/", approvals.quotarequest_decide, name="quotarequest_decide"),
     path("rebalance/", rebalance.rebalance, name="rebalance"),
+    path("namespaces/adopt/", adopt.adopt, name="adopt_namespace"),
     path("reports/", reports.reports, name="reports"),
     path("reports/chargeback.csv", reports.reports_csv, name="reports_csv"),
     path("tokens/", tokens.tokens, name="tokens"),

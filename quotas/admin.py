@@ -2,7 +2,7 @@
 queryset goes through ``visible_to`` like the rest of the app."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db import transaction
 
 from quotas import members as member_services
@@ -22,6 +22,7 @@ from quotas.models import (
 from quotas.querysets import is_site_admin
 from quotas.services import check_hierarchy, notify_quota_changed
 from quotas.signals import quota_changed
+from quotas.tiers import KEEP, team_tier_notice, tier_value_notice
 
 
 class SiteAdminOnly:
@@ -138,6 +139,7 @@ class TeamForm(forms.ModelForm):
             "active",
             "description",
         ]
+        help_texts = {"tier": f"Changing it: {KEEP}"}
 
     def clean(self):
         data = super().clean()
@@ -179,6 +181,10 @@ class TeamAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         before = self._current(obj) if change else None
+        if before is not None and before.tier_id != obj.tier_id:
+            old, new = before.tier, obj.tier
+            notice = team_tier_notice(obj.slug, old and old.name, new and new.name)
+            messages.warning(request, notice, fail_silently=True)
         if before is not None and before.slug != obj.slug:
             # Renamed: its objects carry the old slug, which a selector by team cannot reach.
             super(SyncsTheCluster, self).save_model(request, obj, form, change)
@@ -192,12 +198,33 @@ class TeamAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
             self._notify({form.instance.pk})
 
 
+class PriorityTierForm(forms.ModelForm):
+    class Meta:
+        model = PriorityTier
+        fields = ["name", "value", "preemption_policy", "reclaimable", "description"]
+        help_texts = {
+            "value": "Changing the value or the preemption policy re-creates the PriorityClass "
+            f"(delete and create back to back). {KEEP}",
+        }
+
+
 @admin.register(PriorityTier)
 class PriorityTierAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
+    form = PriorityTierForm
+
     def teams_of(self, obj) -> set[int] | None:
         return None  # a PriorityClass: cluster-wide
 
     list_display = ["name", "value", "preemption_policy", "reclaimable"]
+
+    def save_model(self, request, obj, form, change):
+        before = self._current(obj) if change else None
+        super().save_model(request, obj, form, change)
+        if before is not None:
+            was = {"value": before.value, "preemption_policy": before.preemption_policy}
+            notice = tier_value_notice(was, obj.name, obj.value, obj.preemption_policy)
+            if notice:
+                messages.warning(request, notice, fail_silently=True)
 
 
 class MembershipAdminForm(forms.ModelForm):

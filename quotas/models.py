@@ -13,7 +13,9 @@ from django.db import models
 from django.db.models import F, Q
 
 from quotas.choices import AuditVerb, MembershipRole, PreemptionPolicy, QuotaRequestStatus
+from quotas.domain.names import dns1123_label_errors, team_slug_errors, tier_name_errors
 from quotas.fields import QuantityField, dns1123_label, label_key_errors, label_value_errors
+from quotas.protection import namespace_refusal
 from quotas.quantities import format_quantity, is_integral_resource, validate_resource_name
 from quotas.querysets import TeamQuerySet, TeamScopedQuerySet
 
@@ -89,6 +91,14 @@ class PriorityTier(TimestampedModel):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        super().clean()
+        # The PriorityClass name rules (quotas.domain.names); DNS-1123 is the field's own.
+        if self.name and not dns1123_label_errors(self.name):
+            problems = tier_name_errors(self.name)
+            if problems:
+                raise ValidationError({"name": [f"Tier name: {why}." for why in problems]})
+
 
 class Team(TimestampedModel):
     """A tenant. A team with children acts as a department (Volcano parent queue)."""
@@ -144,6 +154,11 @@ class Team(TimestampedModel):
 
     def clean(self) -> None:
         super().clean()
+        # The Queue name rules (quotas.domain.names); DNS-1123 is the field's own.
+        if self.slug and not dns1123_label_errors(self.slug):
+            problems = team_slug_errors(self.slug)
+            if problems:
+                raise ValidationError({"slug": [f"Team slug: {why}." for why in problems]})
         if self.parent_id is None:
             return
         seen = {self.pk} if self.pk else set()
@@ -210,6 +225,11 @@ class Namespace(TimestampedModel):
     volcano_jobs = models.BooleanField(
         default=True, help_text="Grant members a Role for Volcano Jobs and PodGroups."
     )
+    adopted = models.BooleanField(
+        default=False,
+        help_text="The namespace existed before Fairshare managed it (adopted by a site admin): "
+        "Fairshare writes its objects into it and never deletes it.",
+    )
 
     objects = TeamScopedQuerySet.as_manager()
 
@@ -225,6 +245,9 @@ class Namespace(TimestampedModel):
             isinstance(k, str) and isinstance(v, str) for k, v in self.labels.items()
         ):
             raise ValidationError({"labels": "Labels must be a mapping of strings to strings."})
+        refusal = namespace_refusal(self.name) if self.name else None
+        if refusal:
+            raise ValidationError({"name": refusal})
         problems = []
         for key, value in sorted(self.labels.items()):
             if key.startswith(("app.kubernetes.io/managed-by", "fairshare.io/")):

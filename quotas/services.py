@@ -345,7 +345,18 @@ def hierarchy_problems(
         slug = teams[team_id]["slug"]
         for resource in resources:
             mine = limit_of(team_id, resource)
-            if mine is not None:
+            zero = _zero_ancestor(team_id, resource, teams, included, limit_of)
+            if mine is not None and mine > 0 and zero is not None:
+                problems.append(
+                    HierarchyProblem(
+                        "limit",
+                        zero,
+                        team_id,
+                        resource,
+                        _zero_limit_message(teams[zero]["slug"], slug, mine, resource),
+                    )
+                )
+            elif mine is not None:
                 ancestor = teams[team_id]["parent_id"]
                 while ancestor in included and not limit_of(ancestor, resource):
                     ancestor = teams[ancestor]["parent_id"]
@@ -377,6 +388,42 @@ def hierarchy_problems(
                         )
                     )
     return problems
+
+
+def _zero_ancestor(team_id, resource, teams, included, limit_of) -> int | None:
+    """The nearest department above ``team_id`` whose limit for ``resource`` is exactly 0."""
+    node = teams[team_id]["parent_id"]
+    seen: set[int] = set()
+    while node in included and node not in seen:
+        seen.add(node)
+        limit = limit_of(node, resource)
+        if limit is not None and limit == 0:
+            return node
+        node = teams[node]["parent_id"]
+    return None
+
+
+def _zero_limit_message(department: str, slug: str, limit: Decimal, resource: str) -> str:
+    """Why a department limit of 0 over a team's positive limit is refused, from Volcano's
+    capacity plugin (``pkg/scheduler/plugins/capacity/capacity.go``): its webhook lets the pair
+    through (``findNearestAncestorCapability`` skips amounts under 0.1), but the scheduler
+    does not do what either reading of it means."""
+    if resource in ("cpu", "memory"):
+        why = (
+            f"Volcano's capacity plugin reads a {resource} capability of 0 as no ceiling at all "
+            "(checkHierarchicalQueue gives it the parent's), so the 0 would limit nothing"
+        )
+    else:
+        why = (
+            f"Volcano's capacity plugin reads it as none of {resource} for every team below "
+            f"{department} (the subtree's realCapability is cut to 0), so {slug}'s limit of "
+            f"{amount_words(limit, resource)} could never be used"
+        )
+    return (
+        f"{department}'s limit is 0 while {slug}'s limit would be "
+        f"{amount_words(limit, resource)}: {why}. Set {department}'s limit to at least "
+        f"{amount_words(limit, resource)}, or leave it empty for no ceiling."
+    )
 
 
 def new_hierarchy_problems(

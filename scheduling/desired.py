@@ -45,6 +45,7 @@ from typing import Any
 
 from quotas.domain.quantity import is_byte_resource
 from quotas.models import LimitPolicy, Membership, Namespace, PriorityTier, Team, TeamQuota
+from quotas.protection import protected_namespace_patterns
 from quotas.quantities import is_integral_resource
 from scheduling.domain.render import LABEL_TEAM
 from scheduling.domain.types import (
@@ -277,7 +278,7 @@ def build_cluster_spec(
 
     namespaces = list(
         Namespace.objects.filter(team_id__in=included).values(
-            "id", "name", "team_id", "managed", "labels", "share", "volcano_jobs"
+            "id", "name", "team_id", "managed", "labels", "share", "volcano_jobs", "adopted"
         )
     )
 
@@ -318,7 +319,13 @@ def build_cluster_spec(
                 quota=quotas.get(ns["team_id"], {}).get(ns["name"], {}) if ns["managed"] else {},
                 limits=_limit_spec(effective[r] for r in sorted(effective)),
                 volcano_jobs=ns["volcano_jobs"],
+                adopted=ns["adopted"],
             )
         )
 
-    return ClusterSpec(teams=team_specs, namespaces=tuple(namespace_specs), tiers=tiers)
+    return ClusterSpec(
+        teams=team_specs,
+        namespaces=tuple(namespace_specs),
+        tiers=tiers,
+        protected_namespaces=protected_namespace_patterns(),
+    )

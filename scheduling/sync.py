@@ -101,6 +101,7 @@ from django.utils import timezone
 
 from quotas.choices import AuditVerb
 from quotas.quantities import parse_quantity as parse_db_quantity
+from scheduling import namespace_guard
 from scheduling.choices import SyncAction, SyncStatus
 from scheduling.desired import SyncScope, build_cluster_spec, sync_scope
 from scheduling.domain.plan import (
@@ -1243,12 +1244,23 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
         progress.start(len(changes))
         index = {_key(obj): obj for obj in live}
         phases.done("plan")
+        refused: list[tuple[Change, str]] = []
+        notes += namespace_guard.protected_notes(None if scope is None else scope.teams)
+        if not snapshot:  # namespaces Fairshare did not create (scheduling.namespace_guard)
+            changes, refused = namespace_guard.guard(api_client, changes)
         outcomes = _apply_all(api_client, changes, index, dry_run=run.dry_run, progress=progress)
+        outcomes += [_refused(change, why) for change, why in refused]
         phases.done("write")
         return _record(run, outcomes, notes=notes, started=started, phases=phases)
     finally:
         if own_client:
             api_client.close()
+
+
+def _refused(change: Change, why: str) -> _Outcome:
+    outcome = _Outcome(change, action=SyncAction.FAILED, error=why)
+    outcome.describe()
+    return outcome
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str | None, str]:

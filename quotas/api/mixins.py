@@ -15,6 +15,24 @@ def _state(instance) -> dict:
     return {k: (v if isinstance(v, plain) else str(v)) for k, v in model_to_dict(instance).items()}
 
 
+class WarningsMixin:
+    """Notices about a write's consequences go back as ``Warning: 299 - "..."`` headers, as the
+    Kubernetes API server sends its own warnings (RFC 7234's warn-code 299)."""
+
+    def initial(self, request, *args, **kwargs):
+        self.notices: list[str] = []
+        super().initial(request, *args, **kwargs)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        notices = [n for n in getattr(self, "notices", []) if n]
+        if notices and response.status_code < 300:
+            response["Warning"] = ", ".join(
+                '299 - "{}"'.format(n.replace("\\", "\\\\").replace('"', '\\"')) for n in notices
+            )
+        return response
+
+
 class AuditedWriteMixin:
     """Create/update/delete through ``full_clean()`` and one AuditEvent, in one transaction.
 

@@ -19,6 +19,7 @@ from quotas.models import (
     TeamQuota,
 )
 from quotas.services import check_hierarchy
+from quotas.tiers import KEEP
 from quotas.tokens import SCOPES
 
 
@@ -38,6 +39,13 @@ class PriorityTierSerializer(StrictModelSerializer):
             "created",
             "updated",
         ]
+        extra_kwargs = {
+            "value": {
+                "help_text": "PriorityClass value (user classes at most 1,000,000,000). Changing "
+                "it or the preemption policy re-creates the PriorityClass, delete and create "
+                f"back to back. {KEEP} The answer carries a Warning header."
+            }
+        }
 
 
 class TeamSerializer(StrictModelSerializer):
@@ -46,7 +54,11 @@ class TeamSerializer(StrictModelSerializer):
     )
     parent = DepartmentField(queryset=Team.objects.all(), allow_null=True, required=False)
     tier = serializers.SlugRelatedField(
-        slug_field="name", queryset=PriorityTier.objects.all(), allow_null=True, required=False
+        slug_field="name",
+        queryset=PriorityTier.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text=f"The tier's name. Changing it: {KEEP} The answer carries a Warning header.",
     )
 
     def validate(self, attrs):
@@ -98,6 +110,7 @@ class NamespaceSerializer(StrictModelSerializer):
             "labels",
             "share",
             "volcano_jobs",
+            "adopted",
             "created",
             "updated",
         ]

@@ -17,7 +17,7 @@ from config.api import ConditionalRetrieveMixin
 from quotas import members, services, tokens
 from quotas.api import filtersets, serializers
 from quotas.api.authentication import token_of
-from quotas.api.mixins import AuditedWriteMixin
+from quotas.api.mixins import AuditedWriteMixin, WarningsMixin
 from quotas.api.permissions import IsSiteAdmin, IsSiteAdminOrReadOnly, with_defaults
 from quotas.models import (
     ApiToken,
@@ -32,11 +32,14 @@ from quotas.models import (
 )
 from quotas.querysets import is_site_admin
 from quotas.signals import quota_changed
+from quotas.tiers import team_tier_notice, tier_value_notice
 
 READ_ALL = ("read:all",)
 
 
-class TeamViewSet(ConditionalRetrieveMixin, AuditedWriteMixin, viewsets.ModelViewSet):
+class TeamViewSet(
+    WarningsMixin, ConditionalRetrieveMixin, AuditedWriteMixin, viewsets.ModelViewSet
+):
     """Teams (and departments) the user can see; site admins create and change them."""
 
     queryset = Team.objects.select_related("parent", "tier")
@@ -54,6 +57,13 @@ class TeamViewSet(ConditionalRetrieveMixin, AuditedWriteMixin, viewsets.ModelVie
         return instance
 
     def after_write(self, instance, before):
+        if before is not None and before.get("tier") != instance.tier_id:
+            old = PriorityTier.objects.filter(pk=before.get("tier")).first()
+            self.notices.append(
+                team_tier_notice(
+                    instance.slug, old and old.name, instance.tier and instance.tier.name
+                )
+            )
         # Weights and tiers feed the fair-share computation and the rendered queues.
         if before is None or any(
             before.get(k) != getattr(instance, k if k != "tier" else "tier_id")
@@ -159,7 +169,9 @@ class TeamQuotaViewSet(ConditionalRetrieveMixin, viewsets.ModelViewSet):
         )
 
 
-class PriorityTierViewSet(ConditionalRetrieveMixin, AuditedWriteMixin, viewsets.ModelViewSet):
+class PriorityTierViewSet(
+    WarningsMixin, ConditionalRetrieveMixin, AuditedWriteMixin, viewsets.ModelViewSet
+):
     """Priority tiers (PriorityClasses): everyone reads, site admins write."""
 
     queryset = PriorityTier.objects.all()
@@ -171,6 +183,11 @@ class PriorityTierViewSet(ConditionalRetrieveMixin, AuditedWriteMixin, viewsets.
 
     def audit_team(self, instance):
         return None
+
+    def after_write(self, instance, before):
+        self.notices.append(
+            tier_value_notice(before, instance.name, instance.value, instance.preemption_policy)
+        )
 
 
 @extend_schema_view(

@@ -56,7 +56,15 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal
 
-from scheduling.domain.render import KIND_ORDER, LABEL_MANAGED_BY, MANAGER, object_key, sort_key
+from scheduling.domain.render import (
+    ANNOTATION_ADOPTED,
+    ANNOTATION_RELEASED,
+    KIND_ORDER,
+    LABEL_MANAGED_BY,
+    MANAGER,
+    object_key,
+    sort_key,
+)
 
 __all__ = [
     "ATOMIC_LISTS",
@@ -594,14 +602,17 @@ def plan(
         kind, namespace, name = key
         if key in want or not _is_managed(body):
             continue
-        if kind == "Namespace" and not prune_namespaces:
+        adopted = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_ADOPTED)
+        if kind == "Namespace" and (not prune_namespaces or adopted == "true"):
+            # An adopted namespace (Fairshare did not create it) is never deleted either.
             # Kept, but released: applying a manifest with nothing in it makes server-side
             # apply remove every label and annotation we applied (the queue routing and our
             # ownership labels), so it no longer routes to a Queue that is gone.
             release = {
                 "apiVersion": body.get("apiVersion", "v1"),
                 "kind": kind,
-                "metadata": {"name": name},
+                # What stays says Fairshare had it (scheduling.namespace_guard).
+                "metadata": {"name": name, "annotations": {ANNOTATION_RELEASED: "true"}},
             }
             diff = diff_object(
                 release,

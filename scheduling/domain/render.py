@@ -85,6 +85,12 @@ from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
+from quotas.domain.names import (
+    OWN_QUEUE_SUFFIX,
+    RESERVED_QUEUE_NAMES,
+    protected_by,
+    team_slug_errors,
+)
 from quotas.domain.quantity import format_quantity, is_byte_resource
 from scheduling.domain.types import (
     OVERCOMMITTABLE_RESOURCES,
@@ -97,7 +103,9 @@ from scheduling.domain.types import (
 )
 
 __all__ = [
+    "ANNOTATION_ADOPTED",
     "ANNOTATION_QUEUE",
+    "ANNOTATION_RELEASED",
     "KIND_ORDER",
     "LABEL_DEPARTMENT",
     "LABEL_MANAGED_BY",
@@ -127,13 +135,18 @@ LABEL_TIER = "fairshare.io/tier"
 LABEL_DEPARTMENT = "fairshare.io/department"
 # Volcano's QueueNameAnnotationKey (volcano.sh/apis pkg/apis/scheduling/v1beta1/labels.go).
 ANNOTATION_QUEUE = "scheduling.volcano.sh/queue-name"
-OWN_QUEUE_SUFFIX = ".own"
+# On a Namespace that existed before Fairshare managed it: never deleted (plan releases it).
+ANNOTATION_ADOPTED = "fairshare.io/adopted"
+# Left on a Namespace Fairshare released (it stays, empty of ours): Fairshare had it before, so
+# managing it again is not a take-over (scheduling.namespace_guard).
+ANNOTATION_RELEASED = "fairshare.io/released"
 
 ROLE_CLUSTER_ROLES: dict[str, str] = {"lead": "admin", "member": "edit", "viewer": "view"}
 VOLCANO_ROLES = ("lead", "member")
 
-# Volcano creates these itself; a team with one of these slugs would fight the scheduler.
-RESERVED_QUEUE_NAMES = frozenset({"default", "root"})
+# OWN_QUEUE_SUFFIX and RESERVED_QUEUE_NAMES (Volcano creates ``root`` and ``default`` itself; a
+# team with one of these slugs would fight the scheduler) come from quotas.domain.names, the one
+# definition of the name rules that the entry points validate against too.
 
 # Creation order: what other objects refer to comes first (a Queue's parent, a namespace's
 # contents, the Role a RoleBinding names). Pruning walks it backwards.
@@ -542,6 +555,8 @@ def _namespace(ns: NamespaceSpec, team: TeamSpec) -> Manifest:
     labels = {**ns.labels, **_labels(team, _tier_labels(team))}
     obj = _manifest("Namespace", object_name("Namespace", ns.name), dict(sorted(labels.items())))
     obj["metadata"]["annotations"] = {ANNOTATION_QUEUE: leaf_queue_name(team)}
+    if ns.adopted:
+        obj["metadata"]["annotations"][ANNOTATION_ADOPTED] = "true"
     return obj
 
 
@@ -686,8 +701,8 @@ def _check(spec: ClusterSpec) -> dict[str, TeamSpec]:
     if sum(tier.global_default for tier in spec.tiers) > 1:
         raise ValueError("at most one tier may be the global default")
     for team in spec.teams:
-        if team.slug in RESERVED_QUEUE_NAMES:
-            raise ValueError(f"team {team.slug}: the name is reserved for a Volcano queue")
+        if problems := team_slug_errors(team.slug):
+            raise ValueError(f"team {team.slug}: {'; '.join(problems)}")
         if team.tier is not None and team.tier not in tiers:
             raise ValueError(f"team {team.slug}: unknown tier {team.tier}")
         if team.parent is not None:
@@ -745,7 +760,10 @@ def render(spec: ClusterSpec, *, namespaces_of: Collection[str] | None = None) -
     3. one PriorityClass per tier; one Queue per active team, plus ``<department>.own`` for a
        department with managed namespaces, with amounts from :func:`queue_amounts` (raises
        ValueError for a limit over a department's, or guarantees over a limit);
-    4. the per-namespace objects for every managed namespace of an active team;
+    4. the per-namespace objects for every managed namespace of an active team, except a
+       namespace matching one of ``spec.protected_namespaces`` (glob patterns; the sync's spec
+       carries the installation's, ``quotas.protection``): entry refuses those, and should one
+       be in the database anyway nothing is rendered into it (defence in depth);
     5. sort in dependency order (:func:`sort_key`, queue parents first).
 
     Invariants: deterministic; every object carries ``app.kubernetes.io/managed-by: fairshare``;
@@ -756,7 +774,12 @@ def render(spec: ClusterSpec, *, namespaces_of: Collection[str] | None = None) -
     teams = _check(spec)
     depths = _queue_depths(teams)
     active = _effectively_active(teams)
-    managed = [ns for ns in spec.namespaces if ns.managed and ns.team in active]
+    protected = spec.protected_namespaces
+    managed = [
+        ns
+        for ns in spec.namespaces
+        if ns.managed and ns.team in active and protected_by(ns.name, protected) is None
+    ]
     own_leaves = {ns.team for ns in managed if teams[ns.team].is_department}
     amounts = queue_amounts(teams, active, own_leaves)
     for slug in own_leaves:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
+from quotas.domain.names import DEFAULT_PROTECTED_NAMESPACES, tier_name_errors
+
 __all__ = [
     "OVERCOMMITTABLE_RESOURCES",
     "PREEMPTION_POLICIES",
@@ -72,8 +74,8 @@ class TierSpec:
             raise ValueError(
                 f"tier {self.name}: unknown preemption policy {self.preemption_policy}"
             )
-        if self.name.startswith("system-"):
-            raise ValueError(f"tier {self.name}: the system- prefix is reserved by Kubernetes")
+        if problems := tier_name_errors(self.name):
+            raise ValueError(f"tier {self.name}: {'; '.join(problems)}")
         if not -(2**31) <= self.value <= _MAX_USER_PRIORITY:
             raise ValueError(f"tier {self.name}: value must be an int32 <= 1000000000")
 
@@ -158,6 +160,7 @@ class NamespaceSpec:
     quota: dict[str, Decimal] = field(default_factory=dict)
     limits: LimitSpec | None = None
     volcano_jobs: bool = False
+    adopted: bool = False  # existed before Fairshare managed it: never deleted
 
     def __post_init__(self) -> None:
         _check_amounts(f"namespace {self.name}", "quota", self.quota)
@@ -215,6 +218,8 @@ class ClusterSpec:
     teams: tuple[TeamSpec, ...] = ()
     namespaces: tuple[NamespaceSpec, ...] = ()
     tiers: tuple[TierSpec, ...] = ()
+    # Glob patterns of namespaces nothing is rendered into (the installation's deny-list).
+    protected_namespaces: tuple[str, ...] = DEFAULT_PROTECTED_NAMESPACES
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "teams", tuple(sorted(self.teams, key=lambda t: t.slug)))

@@ -256,6 +256,9 @@ ROUTES: dict[str, Route] = {
         POST=("login 403 403 403 403 403 3xx login login login", decision_form),
     ),
     "portal:rebalance": r(GET=ADMIN_PAGE, POST=(ADMIN_PAGE, rebalance_form)),
+    "portal:adopt_namespace": r(
+        GET=ADMIN_PAGE, POST=(ADMIN_PAGE, lambda w: {"name": "legacy-ml", "team": "team-a"})
+    ),
     # Sync runs: every signed-in person sees the runs, with only their teams' items
     # (tests/scheduling/test_views.py checks the items); only admins start one.
     "scheduling:syncrun_list": r(GET=PAGE),

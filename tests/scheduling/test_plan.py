@@ -352,8 +352,14 @@ def test_namespaces_are_never_pruned_by_default_but_released():
     ]
     # Released: an empty apply removes what we applied, the routing to a queue that is gone.
     release = changes[0]
-    assert release.body == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gone"}}
+    # What stays marks it as Fairshare's before, so managing it again is no take-over.
+    assert release.body == {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "gone", "annotations": {"fairshare.io/released": "true"}},
+    }
     assert release.diff == (
+        FieldDiff("metadata.annotations.fairshare.io/released", None, "true"),
         FieldDiff("metadata.annotations.scheduling.volcano.sh/queue-name", "team-a", None),
         FieldDiff("metadata.labels.app.kubernetes.io/managed-by", "fairshare", None),
         FieldDiff("metadata.labels.fairshare.io/team", "team-a", None),

@@ -13,7 +13,8 @@ from decimal import Decimal
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils import timezone
 
@@ -240,10 +241,17 @@ class Command(BaseCommand):
                         },
                     )
         for name, slug, share in NAMESPACES:
-            Namespace.objects.get_or_create(
+            namespace, created = Namespace.objects.get_or_create(
                 name=name,
                 defaults={"team": teams[slug], "share": share, "labels": {"environment": "demo"}},
             )
+            if created:
+                # The name rules and the protected namespaces (FAIRSHARE_NAMESPACE could be one
+                # of these) hold for the demo too; a refusal rolls the whole seed back.
+                try:
+                    namespace.full_clean()
+                except ValidationError as e:
+                    raise CommandError(f"Namespace {name}: {'; '.join(e.messages)}") from None
         Budget.objects.get_or_create(
             team=teams["research-team"], resource=GPU, defaults={"monthly_hours": Decimal(30000)}
         )
