@@ -185,6 +185,24 @@ def test_a_child_capability_may_not_exceed_its_nearest_ancestors(custom):
     assert "exceeds its ancestor's capability" in message
 
 
+def test_a_zero_parent_capability_is_not_checked_against_its_children(custom):
+    """``validateChildrenConstraints`` walks ``pRes.ResourceNames()``, which skips amounts under
+    ``minResource``: upstream admits a department capability of 0 over a child's 8 (and its
+    capacity plugin then caps the subtree at 0, which is why Fairshare refuses it at entry).
+    A positive capability under the child's is still denied."""
+    make_queue(custom, "dept", capability={GPU: "16"})
+    make_queue(custom, "team", parent="dept", capability={GPU: "8"})
+    custom.patch_cluster_custom_object(
+        GROUP, VERSION, "queues", "dept", {"spec": {"capability": {GPU: "0"}}}
+    )
+    message = denied(
+        lambda: custom.patch_cluster_custom_object(
+            GROUP, VERSION, "queues", "dept", {"spec": {"capability": {GPU: "4"}}}
+        )
+    )
+    assert "is smaller than its descendants' max capability" in message
+
+
 def test_childrens_guarantees_and_deserved_may_not_exceed_the_parents(custom):
     make_queue(custom, "dept", guarantee={"resource": {GPU: "8"}}, deserved={GPU: "10"})
     make_queue(custom, "a", parent="dept", guarantee={"resource": {GPU: "6"}}, deserved={GPU: "6"})

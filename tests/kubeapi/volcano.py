@@ -50,6 +50,9 @@ class Denied(Exception):
 
 # --------------------------------------------------------------------------- resources
 
+# pkg/scheduler/api/resource_info.go ``minResource``: amounts below it count as absent.
+MIN_RESOURCE = Decimal("0.1")
+
 
 def _resource(resources: Mapping[str, Any] | None) -> dict[str, Decimal]:
     """``NewResource``: cpu → millicores, memory → bytes, scalars → milli-units."""
@@ -373,7 +376,11 @@ def _validate_children_constraints(
     capability = _spec(parent).get("capability")
     if capability:
         for resource, value in sorted(_resource(capability).items()):
-            if resource not in capability:
+            # ``pRes.ResourceNames()`` (pkg/scheduler/api/resource_info.go) lists only amounts
+            # of at least ``minResource`` (0.1 in NewResource's units): a capability of 0 is
+            # not checked against the children at all, so a department limit of 0 over a
+            # team's positive limit is admitted (the capacity plugin then reads it as zero).
+            if resource not in capability or value < MIN_RESOURCE:
                 continue
             child_max = max(
                 (_subtree_max_capability(c, resource, queues) for c in children),
