@@ -41,6 +41,7 @@ def test_a_sync_prunes_with_the_observed_objects_preconditions(
 ):
     settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
     run_sync(create_run().pk)
+    kubeapi.settle_controller()  # the queue controller's status writes bump resourceVersions
     Team.objects.filter(pk=cast.team_a.pk).update(active=False)
     before = {
         (kind, obj["metadata"].get("namespace"), obj["metadata"]["name"]): obj["metadata"]
@@ -69,3 +70,35 @@ def test_a_sync_prunes_with_the_observed_objects_preconditions(
             "uid": observed["uid"],
             "resourceVersion": observed["resourceVersion"],
         }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_object_changed_after_the_sync_observed_it_is_not_pruned(
+    cast, kubeapi, settings, monkeypatch
+):
+    """Between the LIST and the DELETE someone re-labels (here: rewrites) the ResourceQuota: the
+    API server refuses the stale preconditions with 409 and the object survives; the sync
+    records that item as failed instead of deleting what it never saw."""
+    settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
+    run_sync(create_run().pk)
+    Team.objects.filter(pk=cast.team_a.pk).update(active=False)
+    real = sync.delete
+    touched = []
+
+    def racing(client, kind, name, namespace=None, **kw):
+        if kind == "ResourceQuota" and not touched:
+            current = kubeapi.get(kind, name, namespace)
+            current["metadata"].setdefault("annotations", {})["someone/else"] = "edited"
+            kubeapi.put_object(current)
+            touched.append((namespace, name))
+        return real(client, kind, name, namespace, **kw)
+
+    monkeypatch.setattr(sync, "delete", racing)
+
+    run = run_sync(create_run().pk)
+
+    (namespace, name), = touched
+    assert kubeapi.get("ResourceQuota", name, namespace) is not None
+    failed = run.items.filter(kind="ResourceQuota", namespace=namespace, name=name).get()
+    assert failed.action == "failed", (failed.action, failed.error)
+    assert "Precondition" in failed.error or "409" in failed.error, failed.error

@@ -573,6 +573,7 @@ class FakeKubeApi:
         # see scheduler_blocked().
         self.scheduler_hierarchy = True
         self._pending: dict[str, float] = {}
+        self._controller_busy = 0
         self._controller = threading.Condition()
         self._controller_thread: threading.Thread | None = None
 
@@ -1266,11 +1267,27 @@ class FakeKubeApi:
                     continue
                 for n in due:
                     del self._pending[n]
-            for n in due:
-                try:
-                    self._sync_queue(n)
-                except Exception:  # pragma: no cover - a controller error must not kill the loop
-                    log.exception("fake queue controller failed on %s", n)
+                self._controller_busy += 1
+            try:
+                for n in due:
+                    try:
+                        self._sync_queue(n)
+                    except Exception:  # pragma: no cover - a controller error must not kill it
+                        log.exception("fake queue controller failed on %s", n)
+            finally:
+                with self._controller:
+                    self._controller_busy -= 1
+                    self._controller.notify_all()
+
+    def settle_controller(self, timeout: float = 5.0) -> None:
+        """Run what the controller still owes now and wait for a step the background worker is
+        in the middle of: afterwards no Queue write of the controller is outstanding (tests
+        that snapshot resourceVersions call this first)."""
+        self.controller_step()
+        deadline = time.monotonic() + timeout
+        with self._controller:
+            while self._controller_busy and time.monotonic() < deadline:
+                self._controller.wait(0.01)
 
     def _sync_queue(self, name: str) -> None:
         """``pkg/controllers/queue/queue_controller_action.go`` ``syncQueue`` for a
