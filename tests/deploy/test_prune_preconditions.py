@@ -97,7 +97,7 @@ def test_an_object_changed_after_the_sync_observed_it_is_not_pruned(
 
     run = run_sync(create_run().pk)
 
-    (namespace, name), = touched
+    ((namespace, name),) = touched
     assert kubeapi.get("ResourceQuota", name, namespace) is not None
     failed = run.items.filter(kind="ResourceQuota", namespace=namespace, name=name).get()
     assert failed.action == "failed", (failed.action, failed.error)
