@@ -120,9 +120,13 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 CSRF_FAILURE_VIEW = "config.errors.csrf_failure"  # the product's layout, with navigation
 ADMINS_GROUP = "admins"
-# Sign-in throttling (config/auth.py): back-off per username + client address, and per address.
+# Sign-in throttling (config/auth.py): back-off per username + client address, per username
+# from anywhere, and per client address (an IPv6 client by its /64).
 AUTHENTICATION_BACKENDS = ["config.auth.ThrottledModelBackend"]
 FAIRSHARE_LOGIN_MAX_FAILURES = env_int("FAIRSHARE_LOGIN_MAX_FAILURES", 5, min_value=1)
+FAIRSHARE_LOGIN_MAX_FAILURES_PER_ACCOUNT = env_int(
+    "FAIRSHARE_LOGIN_MAX_FAILURES_PER_ACCOUNT", 20, min_value=1
+)
 FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int(
     "FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS", 50, min_value=1
 )
@@ -134,6 +138,16 @@ FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS = env_int(
 FAIRSHARE_CLIENT_IP_HEADER = env_str("FAIRSHARE_CLIENT_IP_HEADER", "")
 FAIRSHARE_TRUSTED_PROXY_HOPS = env_int("FAIRSHARE_TRUSTED_PROXY_HOPS", 1, min_value=1)
 FAIRSHARE_TRUSTED_PROXIES = env_networks("FAIRSHARE_TRUSTED_PROXIES")
+# Passwords set in the Django admin (and by createsuperuser/changepassword) must pass these.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env_int("FAIRSHARE_PASSWORD_MIN_LENGTH", 12, min_value=8)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 # API tokens (quotas/tokens.py): every token expires; created from a session, never a token.
 FAIRSHARE_TOKEN_DEFAULT_DAYS = env_int("FAIRSHARE_TOKEN_DEFAULT_DAYS", 90, min_value=1)
 FAIRSHARE_TOKEN_MAX_DAYS = env_int("FAIRSHARE_TOKEN_MAX_DAYS", 365, min_value=1)

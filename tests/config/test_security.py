@@ -57,7 +57,7 @@ def test_login_is_throttled_after_repeated_failures(client, cast):
     response = client.post(
         reverse("login"), {"username": "alice", "password": "correct-horse-battery"}
     )
-    assert response.status_code == 200
+    assert response.status_code == 429
     assert "Too many failed sign-ins" in response.content.decode()
     cache.clear()
     response = client.post(
