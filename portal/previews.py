@@ -26,6 +26,13 @@ logger = logging.getLogger(__name__)
 
 
 PREVIEW_FAILED = "The preview could not be computed; the error has been logged for the admins."
+# A hierarchy flag about a team the viewer may not see (share visibility "own"): its message
+# names that department, its limit and its teams' guarantees, so the viewer gets this instead.
+HIDDEN_HIERARCHY = (
+    "The change would break a quota rule of a department above the team for {resource} (a "
+    "limit over the department's, or its teams' guarantees over its limit); approval would be "
+    "refused. The department's lead or a site admin can say by how much."
+)
 
 
 def decimal_or_zero(value) -> Decimal:
@@ -138,12 +145,21 @@ def present_whatif(
         ],
         "others": _sum_rows(hidden) if hidden else None,
         "losers": [loser for loser in losers if loser["amounts"]],
-        "flags": data.get("flags", []),
+        "flags": [_flag_shown(flag, named) for flag in data.get("flags", [])],
         "blocking": any(
             f.get("kind") in ("guarantees-over-capacity", "hierarchy")
             for f in data.get("flags", [])
         ),
     }
+
+
+def _flag_shown(flag: dict, named) -> dict:
+    """``flag`` as the viewer may see it: a hierarchy flag about a team they may not see by
+    name (a department above theirs) loses the names and numbers (``HIDDEN_HIERARCHY``)."""
+    if flag.get("kind") == "hierarchy" and flag.get("team") and not named(flag["team"]):
+        resource = flag.get("resource") or "a resource"
+        return {**flag, "team": None, "message": HIDDEN_HIERARCHY.format(resource=resource)}
+    return flag
 
 
 def _sum_rows(teams: list[dict]) -> dict:

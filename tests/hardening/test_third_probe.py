@@ -66,3 +66,65 @@ def test_sync_pages_name_no_other_team_trigger_or_requester(cast, targeted_run, 
     settings.FAIRSHARE_SHARE_VISIBILITY = "all"
     alice = signed_in(cast.alice).get(url).content.decode()
     assert "team-b" in alice and "charlie" not in alice
+
+
+# ------------------------------------------- share visibility: previews and their flags
+
+
+@pytest.fixture
+def dept_limit(cast):
+    """dept-x may hold 60 GPUs; team-a (20/40) and team-b (30/60) fit under it."""
+    from decimal import Decimal
+
+    from quotas.models import TeamQuota
+    from tests.base import GPU
+
+    return TeamQuota.objects.create(
+        team=cast.dept, resource=GPU, guarantee=Decimal(0), limit=Decimal(60)
+    )
+
+
+def _over_the_department(cast):
+    from tests.base import GPU
+
+    # team-a asks for 35 guaranteed (35 + 30 = 65 over 60) and a limit of 70 (over 60).
+    return {"team-a": {"guarantee": {GPU: "35"}, "limit": {GPU: "70"}}}
+
+
+def test_a_preview_names_no_department_its_limit_or_sibling_guarantees(cast, dept_limit, settings):
+    from portal.previews import fresh_whatif
+
+    settings.FAIRSHARE_SHARE_VISIBILITY = "own"
+    whatif = fresh_whatif(_over_the_department(cast), viewer=cast.alice, focus="team-a")
+    flags = [f for f in whatif["flags"] if f["kind"] == "hierarchy"]
+    assert flags and whatif["blocking"]
+    text = " ".join(f["message"] for f in flags)
+    assert "dept-x" not in text and "60" not in text and "65" not in text
+    assert "department above the team" in text
+    # The department's lead and admins see the numbers.
+    for viewer in (cast.dora, cast.root):
+        whatif = fresh_whatif(_over_the_department(cast), viewer=viewer, focus="team-a")
+        text = " ".join(f["message"] for f in whatif["flags"] if f["kind"] == "hierarchy")
+        assert "dept-x" in text and "65" in text
+
+
+@pytest.mark.parametrize("who", ["alice", "bob", "vic"])
+def test_a_stored_preview_on_the_request_page_hides_the_department(cast, dept_limit, who):
+    from portal.previews import request_preview
+    from quotas.services import LineInput, submit_request
+    from tests.base import GPU
+
+    request = submit_request(
+        team=cast.team_a,
+        requester=cast.alice,
+        lines=[LineInput(GPU, "35", "70")],
+        justification="more",
+    )
+    request.preview = request_preview(request)
+    request.save(update_fields=["preview"])
+    assert "dept-x" in json.dumps(request.preview)
+    page = signed_in(getattr(cast, who)).get(reverse("portal:quotarequest", args=[request.pk]))
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "department above the team" in body
+    assert "dept-x" not in body and "guaranteed 65" not in body
