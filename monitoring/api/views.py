@@ -28,8 +28,11 @@ from monitoring.models import (
     Workload,
 )
 from monitoring.workloads import latest_workloads
+from quotas.api.authentication import token_of
 from quotas.api.mixins import AuditedWriteMixin
 from quotas.api.permissions import IsNodeAgentToken, IsSiteAdminOrReadOnly, with_defaults
+from quotas.models import ApiToken, Team
+from quotas.querysets import is_site_admin
 
 CHARGEBACK_SCOPES = ("read:chargeback",)
 
@@ -228,6 +231,18 @@ class ChargebackStatementViewSet(
     read_scopes = CHARGEBACK_SCOPES
     throttle_scope = "chargeback"
     ordering_fields = ["start", "frozen_at"]
+
+    def get_queryset(self):
+        """Every statement for admins and service tokens; for people, only while they can see
+        a team (an outsider's list is empty and every statement 404: issue 27)."""
+        queryset = super().get_queryset()
+        user = self.request.user
+        token = token_of(self.request)
+        if is_site_admin(user) or (token is not None and token.kind == ApiToken.Kind.SERVICE):
+            return queryset
+        if not Team.objects.visible_to(user).exists():
+            return queryset.none()
+        return queryset
 
     def _detail(self, statement) -> dict:
         base = serializers.ChargebackStatementSerializer(

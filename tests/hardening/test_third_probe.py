@@ -128,3 +128,25 @@ def test_a_stored_preview_on_the_request_page_hides_the_department(cast, dept_li
     body = page.content.decode()
     assert "department above the team" in body
     assert "dept-x" not in body and "guaranteed 65" not in body
+
+
+# ------------------------------------------------------------------ statements
+
+
+def test_outsiders_see_no_statement_and_team_members_only_their_rows(world):
+    from rest_framework.test import APIClient
+
+    cast, statement = world.cast, world.statement
+
+    def as_user(user):
+        client = APIClient()
+        client.force_authenticate(user)
+        return client
+
+    outsider = as_user(cast.nobody)
+    assert outsider.get("/api/v1/chargeback/statements/").json()["results"] == []
+    assert outsider.get(f"/api/v1/chargeback/statements/{statement.pk}/").status_code == 404
+    listed = as_user(cast.vic).get("/api/v1/chargeback/statements/").json()["results"]
+    assert [row["id"] for row in listed] == [statement.pk]
+    rows = as_user(cast.vic).get(f"/api/v1/chargeback/statements/{statement.pk}/").json()["rows"]
+    assert {row["team"] for row in rows} <= {"team-a"}
