@@ -150,3 +150,70 @@ def test_outsiders_see_no_statement_and_team_members_only_their_rows(world):
     assert [row["id"] for row in listed] == [statement.pk]
     rows = as_user(cast.vic).get(f"/api/v1/chargeback/statements/{statement.pk}/").json()["rows"]
     assert {row["team"] for row in rows} <= {"team-a"}
+
+
+# ------------------------------------------------------------------ the six 500s
+
+
+def _api(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_a_membership_without_role_is_a_400_naming_role(cast):
+    for user in (cast.alice, cast.vic, cast.root):  # a lead, a viewer, an admin
+        response = post_json(_api(user), "/api/v1/memberships/", {"team": "team-a", "user": "dora"})
+        assert response.status_code == 400, (user, response.content)
+        assert "role" in response.json()["errors"]
+
+
+def test_the_schema_says_role_is_required_to_create_a_membership(cast):
+    client = _api(cast.root)
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    body = schema["components"]["schemas"]["MembershipRequest"]
+    assert "role" in body["required"]
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "field"),
+    [
+        ("/api/v1/memberships/", '{"team": "team-a", "user": "dora", "role": "\\ud800"}', "role"),
+        ("/api/v1/memberships/", '{"team": "team-a", "user": "\\udfff", "role": "member"}', "user"),
+        ("/api/v1/memberships/", '{"team": "team-a", "user": "dora", "\\ud800": 1}', "\\ud800"),
+    ],
+)
+def test_a_lone_surrogate_is_a_400_naming_the_field(cast, url, body, field):
+    response = _api(cast.alice).post(url, body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert field in response.json()["errors"]
+    assert "surrogate" in json.dumps(response.json()["errors"]).lower()
+
+
+def test_a_lone_surrogate_in_the_agent_version_stores_nothing(cast, settings):
+    from monitoring.models import GpuSample
+    from tests.monitoring.gpu_inventory import node_object, place, pod_object
+    from tests.monitoring.test_ingest_trust import NOW, agent_client, sample
+
+    settings.FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS = 10**9
+    place([node_object("gpu-1", gpus=2)], [pod_object("gpu-1", "team-a-ml", "train-0")], now=NOW)
+    body = json.dumps({"node": "gpu-1", "agent_version": "\udc80", "samples": [sample()]})
+    response = agent_client(cast).post("/api/v1/gpu-samples/ingest/", body, "application/json")
+    assert response.status_code == 400, response.content
+    assert "agent_version" in response.json()["errors"]
+    assert not GpuSample.objects.exists()
+
+
+@pytest.mark.parametrize("depth", [65, 1000, 50_000])
+def test_an_over_deep_json_body_is_a_400(cast, depth):
+    body = '{"team": "team-a", "user": "dora", "role": ' + "[" * depth + "]" * depth + "}"
+    response = _api(cast.alice).post("/api/v1/memberships/", body, content_type="application/json")
+    assert response.status_code == 400, response.content[:200]
+    assert "deep" in json.dumps(response.json())
+
+
+def test_a_body_at_the_depth_limit_is_read_as_usual(cast):
+    body = {"team": "team-a", "user": "dora", "role": [[[[[[["deep"]]]]]]]}
+    response = post_json(_api(cast.alice), "/api/v1/memberships/", body)
+    assert response.status_code == 400  # parsed, then refused as no valid role
+    assert "not a valid choice" in response.json()["errors"]["role"][0]
