@@ -217,3 +217,151 @@ def test_a_body_at_the_depth_limit_is_read_as_usual(cast):
     response = post_json(_api(cast.alice), "/api/v1/memberships/", body)
     assert response.status_code == 400  # parsed, then refused as no valid role
     assert "not a valid choice" in response.json()["errors"]["role"][0]
+
+
+# ------------------------------------------------------------------ the Django admin
+
+
+def _admin(cast) -> Client:
+    client = Client()
+    client.force_login(cast.root)
+    return client
+
+
+def test_the_admin_cannot_delete_audit_events(cast):
+    from quotas.models import AuditEvent
+    from quotas.services import audit
+
+    event = audit(actor=cast.root, verb="update", obj=cast.team_a, team=cast.team_a)
+    client = _admin(cast)
+    response = client.post(f"/admin/quotas/auditevent/{event.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 403
+    client.post(
+        "/admin/quotas/auditevent/",
+        {"action": "delete_selected", "_selected_action": [event.pk], "post": "yes"},
+    )
+    assert AuditEvent.objects.filter(pk=event.pk).exists()
+
+
+def test_the_admin_cannot_reassign_unrevoke_or_extend_a_token(cast):
+    from datetime import timedelta
+
+    from quotas.models import AuditEvent
+    from quotas.tokens import issue_token, revoke_token
+
+    token = issue_token(owner=cast.alice, name="laptop", actor=cast.alice).token
+    revoke_token(token.pk, actor=cast.alice)
+    token.refresh_from_db()
+    revoked_at, expires_at = token.revoked_at, token.expires_at
+    client = _admin(cast)
+    response = client.post(
+        f"/admin/quotas/apitoken/{token.pk}/change/",
+        {
+            "name": "renamed",
+            "kind": "service",
+            "user": cast.root.pk,
+            "scopes": '["read:all"]',
+            "node": "",
+            "expires_at_0": "2099-01-01",
+            "expires_at_1": "00:00:00",
+            "revoked_at_0": "",
+            "revoked_at_1": "",
+        },
+    )
+    assert response.status_code == 302, response.content[:500]
+    token.refresh_from_db()
+    assert token.name == "renamed"  # the one thing that may change, audited
+    assert (token.user, token.kind, token.scopes) == (cast.alice, "personal", [])
+    assert (token.revoked_at, token.expires_at) == (revoked_at, expires_at)
+    assert expires_at is None or expires_at < revoked_at + timedelta(days=400)
+    assert AuditEvent.objects.filter(object_id=str(token.pk), after__name="renamed").exists()
+    assert client.post(f"/admin/quotas/apitoken/{token.pk}/delete/", {"post": "yes"}).status_code == 403
+
+
+def test_the_admin_revokes_tokens_through_the_service(cast):
+    from quotas.models import ApiToken, AuditEvent
+    from quotas.tokens import issue_token
+
+    token = issue_token(owner=cast.alice, name="laptop", actor=cast.alice).token
+    _admin(cast).post(
+        "/admin/quotas/apitoken/", {"action": "revoke", "_selected_action": [token.pk]}
+    )
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
+    assert AuditEvent.objects.filter(object_id=str(token.pk), verb="delete").exists()
+
+
+def test_the_admin_cannot_decide_a_request(cast):
+    from quotas.models import QuotaRequest
+    from quotas.services import LineInput, submit_request
+    from tests.base import GPU
+
+    request = submit_request(
+        team=cast.team_a, requester=cast.alice, lines=[LineInput(GPU, "1", "40")], justification="x"
+    )
+    client = _admin(cast)
+    page = client.get(f"/admin/quotas/quotarequest/{request.pk}/change/")
+    assert page.status_code == 200 and 'name="status"' not in page.content.decode()
+    client.post(
+        f"/admin/quotas/quotarequest/{request.pk}/change/",
+        {"status": "approved", "decided_by": cast.root.pk, "team": cast.team_a.pk},
+    )
+    assert QuotaRequest.objects.get(pk=request.pk).status == "pending"
+    line = request.lines.get()
+    assert client.get(f"/admin/quotas/quotarequestline/{line.pk}/delete/").status_code == 403
+
+
+def test_the_admin_cannot_edit_frozen_statements_or_rollups(world):
+    from monitoring.models import ChargebackStatement, UsageRollup
+
+    client = _admin(world.cast)
+    statement = world.statement
+    before = ChargebackStatement.objects.get(pk=statement.pk).data
+    client.post(
+        f"/admin/monitoring/chargebackstatement/{statement.pk}/change/",
+        {"start_0": "2020-01-01", "start_1": "00:00", "data": "{}", "group_by": "team"},
+    )
+    assert ChargebackStatement.objects.get(pk=statement.pk).data == before
+    page = f"/admin/monitoring/chargebackstatement/{statement.pk}/delete/"
+    assert client.get(page).status_code == 403
+    rollup = UsageRollup.objects.first()
+    assert client.get(f"/admin/monitoring/usagerollup/{rollup.pk}/delete/").status_code == 403
+    assert client.get("/admin/monitoring/usagerollup/add/").status_code == 403
+
+
+def test_an_admin_quota_save_goes_through_the_service_and_is_audited(cast):
+    from quotas.models import AuditEvent, TeamQuota
+
+    quota = TeamQuota.objects.get(team=cast.team_a, resource="nvidia.com/gpu")
+    client = _admin(cast)
+    response = client.post(
+        f"/admin/quotas/teamquota/{quota.pk}/change/", {"guarantee": "25", "limit": "40"}
+    )
+    assert response.status_code == 302, response.content[:800]
+    quota.refresh_from_db()
+    assert quota.guarantee == 25
+    event = AuditEvent.objects.filter(object_type="quotas.TeamQuota").latest("id")
+    assert event.actor == cast.root and event.after["nvidia.com/gpu"]["guarantee"] == "25"
+    # Over capacity (100 GPUs, 30 guaranteed elsewhere): a form error, not a 500 or a save.
+    response = client.post(
+        f"/admin/quotas/teamquota/{quota.pk}/change/", {"guarantee": "95", "limit": "95"}
+    )
+    assert response.status_code == 200
+    quota.refresh_from_db()
+    assert quota.guarantee == 25
+
+
+def test_every_other_admin_save_and_delete_is_audited(cast):
+    from quotas.models import AuditEvent, Budget
+
+    client = _admin(cast)
+    response = client.post(
+        "/admin/quotas/budget/add/",
+        {"team": cast.team_a.pk, "resource": "nvidia.com/gpu", "monthly_hours": "100"},
+    )
+    assert response.status_code == 302, response.content[:800]
+    budget = Budget.objects.get(team=cast.team_a)
+    created = AuditEvent.objects.get(object_type="quotas.Budget", verb="create")
+    assert created.actor == cast.root and created.team == cast.team_a
+    client.post(f"/admin/quotas/budget/{budget.pk}/delete/", {"post": "yes"})
+    assert not Budget.objects.filter(pk=budget.pk).exists()
+    assert AuditEvent.objects.filter(object_type="quotas.Budget", verb="delete").exists()
