@@ -275,7 +275,10 @@ def test_the_admin_cannot_reassign_unrevoke_or_extend_a_token(cast):
     assert (token.revoked_at, token.expires_at) == (revoked_at, expires_at)
     assert expires_at is None or expires_at < revoked_at + timedelta(days=400)
     assert AuditEvent.objects.filter(object_id=str(token.pk), after__name="renamed").exists()
-    assert client.post(f"/admin/quotas/apitoken/{token.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert (
+        client.post(f"/admin/quotas/apitoken/{token.pk}/delete/", {"post": "yes"}).status_code
+        == 403
+    )
 
 
 def test_the_admin_revokes_tokens_through_the_service(cast):
