@@ -371,6 +371,14 @@ FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS = env_int(
 FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS = env_int(
     "FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS", 3600, min_value=60
 )
+# Ingest bounds (monitoring.services, monitoring.api.views.IngestSampleThrottle, issue 27):
+# samples in one batch, and samples a node-agent token may send a minute.
+FAIRSHARE_GPU_INGEST_MAX_BATCH_SAMPLES = env_int(
+    "FAIRSHARE_GPU_INGEST_MAX_BATCH_SAMPLES", 512, min_value=1
+)
+FAIRSHARE_GPU_INGEST_SAMPLES_PER_MINUTE = env_int(
+    "FAIRSHARE_GPU_INGEST_SAMPLES_PER_MINUTE", 600, min_value=1
+)
 FAIRSHARE_METRICS_TOKEN = env_secret("FAIRSHARE_METRICS_TOKEN", "") or ""
 FAIRSHARE_BUDGET_THRESHOLDS = [
     int(x) for x in env_list("FAIRSHARE_BUDGET_THRESHOLDS", ["80", "100"])

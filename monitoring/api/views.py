@@ -3,8 +3,11 @@ chargeback reports and frozen statements."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Q
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -12,6 +15,8 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
 from monitoring import chargeback
@@ -35,6 +40,42 @@ from quotas.models import ApiToken, Team
 from quotas.querysets import is_site_admin
 
 CHARGEBACK_SCOPES = ("read:chargeback",)
+_clock = time.time  # tests replace it
+
+
+class IngestSampleThrottle(BaseThrottle):
+    """Ingest counted in samples, not requests (issue 27): each node-agent token may send
+    ``FAIRSHARE_GPU_INGEST_SAMPLES_PER_MINUTE`` (600) samples a minute, in fixed minute
+    windows. The count is an atomic cache increment (Redis ``INCRBY``) that a refused batch
+    takes back; the refusal is a 429 with ``Retry-After``, on which the agent keeps the batch
+    and retries it the next cycle (``monitoring.collectors.agent``)."""
+
+    def __init__(self):
+        self._wait = 0
+
+    def allow_request(self, request, view) -> bool:
+        token = token_of(request)
+        samples = request.data.get("samples") if isinstance(request.data, dict) else None
+        count = len(samples) if isinstance(samples, list) else 0
+        if token is None or count == 0:
+            return True
+        limit = int(getattr(settings, "FAIRSHARE_GPU_INGEST_SAMPLES_PER_MINUTE", 600))
+        now = _clock()
+        key = f"ingest-samples:{token.pk}:{int(now // 60)}"
+        cache.add(key, 0, 120)
+        try:
+            total = cache.incr(key, count)
+        except ValueError:  # expired between add() and incr()
+            cache.add(key, count, 120)
+            total = count
+        if total <= limit:
+            return True
+        cache.decr(key, count)
+        self._wait = max(1, 60 - int(now % 60))
+        return False
+
+    def wait(self):
+        return self._wait
 
 
 class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
@@ -102,6 +143,7 @@ class GpuSampleViewSet(viewsets.ReadOnlyModelViewSet):
         detail=False,
         methods=["post"],
         permission_classes=with_defaults(IsNodeAgentToken),
+        throttle_classes=[*api_settings.DEFAULT_THROTTLE_CLASSES, IngestSampleThrottle],
     )
     def ingest(self, request):
         """Store one agent batch: node-agent tokens only, for their own node (400 otherwise)."""

@@ -197,10 +197,10 @@ def test_a_lone_surrogate_in_the_agent_version_stores_nothing(cast, settings):
 
     settings.FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS = 10**9
     place([node_object("gpu-1", gpus=2)], [pod_object("gpu-1", "team-a-ml", "train-0")], now=NOW)
-    body = json.dumps({"node": "gpu-1", "agent_version": "\udc80", "samples": [sample()]})
+    body = json.dumps({"node": "gpu-1", "agent": {"version": "\udc80"}, "samples": [sample()]})
     response = agent_client(cast).post("/api/v1/gpu-samples/ingest/", body, "application/json")
     assert response.status_code == 400, response.content
-    assert "agent_version" in response.json()["errors"]
+    assert "agent.version" in response.json()["errors"]
     assert not GpuSample.objects.exists()
 
 
