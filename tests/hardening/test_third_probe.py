@@ -368,3 +368,45 @@ def test_every_other_admin_save_and_delete_is_audited(cast):
     client.post(f"/admin/quotas/budget/{budget.pk}/delete/", {"post": "yes"})
     assert not Budget.objects.filter(pk=budget.pk).exists()
     assert AuditEvent.objects.filter(object_type="quotas.Budget", verb="delete").exists()
+
+
+# ------------------------------------------------------------------ the mutation gap
+
+
+def test_approving_a_grant_whose_window_opens_later_checks_the_department_limit(
+    cast, dept_limit
+):
+    """Removing the hierarchy check from approve_request's future-window branch passed the
+    whole suite (issue 27's mutation run): a later grant obeys the department's limit too."""
+    from datetime import timedelta
+
+    from django.core.exceptions import ValidationError
+
+    from quotas.models import AuditEvent, QuotaRequest
+    from quotas.services import LineInput, approve_request, submit_request
+    from tests.base import GPU
+
+    now = timezone.now()
+    request = submit_request(
+        team=cast.team_a,
+        requester=cast.alice,
+        lines=[LineInput(GPU, "35", "40")],  # 35 + team-b's 30 = 65, over dept-x's 60
+        justification="a later burst",
+        window_start=now + timedelta(days=2),
+        window_end=now + timedelta(days=9),
+    )
+    with pytest.raises(ValidationError) as refused:
+        approve_request(request.pk, approver=cast.root, now=now)
+    assert "dept-x" in str(refused.value.message_dict)
+    assert QuotaRequest.objects.get(pk=request.pk).status == "pending"
+    assert not AuditEvent.objects.filter(verb="approve").exists()
+    # Within the limit, the same later grant is approved.
+    fits = submit_request(
+        team=cast.team_a,
+        requester=cast.alice,
+        lines=[LineInput(GPU, "30", "40")],
+        justification="a smaller one",
+        window_start=now + timedelta(days=2),
+        window_end=now + timedelta(days=9),
+    )
+    assert approve_request(fits.pk, approver=cast.root, now=now).status == "approved"
