@@ -373,9 +373,7 @@ def test_every_other_admin_save_and_delete_is_audited(cast):
 # ------------------------------------------------------------------ the mutation gap
 
 
-def test_approving_a_grant_whose_window_opens_later_checks_the_department_limit(
-    cast, dept_limit
-):
+def test_approving_a_grant_whose_window_opens_later_checks_the_department_limit(cast, dept_limit):
     """Removing the hierarchy check from approve_request's future-window branch passed the
     whole suite (issue 27's mutation run): a later grant obeys the department's limit too."""
     from datetime import timedelta
