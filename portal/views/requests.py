@@ -268,6 +268,11 @@ def detail_context(request, quota_request: QuotaRequest, form: DecisionForm | No
                 object_type=QuotaRequest._meta.label, object_id=str(quota_request.pk)
             ).select_related("team")
         ),
+        # The before/after (the team's whole quota) is for its leads and admins, as on the team
+        # page and in the API; members and viewers see who did what, and when (issue 27).
+        "audit_changes_hidden": not (
+            admin or Team.objects.led_by(request.user).filter(pk=quota_request.team_id).exists()
+        ),
     }
 
 

@@ -408,3 +408,38 @@ def test_approving_a_grant_whose_window_opens_later_checks_the_department_limit(
         window_end=now + timedelta(days=9),
     )
     assert approve_request(fits.pk, approver=cast.root, now=now).status == "approved"
+
+
+# ------------------------------------------------------------------ low findings
+
+
+@pytest.mark.parametrize(("who", "sees"), [("alice", True), ("bob", False), ("vic", False)])
+def test_only_leads_and_admins_see_the_audit_before_and_after_on_a_request(cast, who, sees):
+    from quotas.services import LineInput, submit_request
+    from tests.base import GPU
+
+    request = submit_request(
+        team=cast.team_a, requester=cast.alice, lines=[LineInput(GPU, "1", "40")], justification="x"
+    )
+    body = signed_in(getattr(cast, who)).get(reverse("portal:quotarequest", args=[request.pk]))
+    text = body.content.decode()
+    assert ("before / after" in text) is sees
+    assert ("for the team&#x27;s leads" in text or "for the team's leads" in text) is not sees
+
+
+def test_readyz_names_nothing_about_the_database(client, monkeypatch, db):
+    from django.db import OperationalError
+
+    from config import health
+
+    class Down:
+        def cursor(self):
+            raise OperationalError(
+                'connection to server at "db.internal" (10.0.0.9), port 5432 failed: '
+                'FATAL: password authentication failed for user "fairshare"'
+            )
+
+    monkeypatch.setattr(health, "connection", Down())
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json() == {"status": "unavailable", "database": "unavailable"}
