@@ -263,8 +263,10 @@ def _ident(throttle, request) -> str:
     from quotas.api.authentication import token_of
 
     token = token_of(request)
-    if token is not None:
+    if token is not None and token.kind != token.Kind.PERSONAL:
         return f"token-{token.pk}"
+    # A personal token acts as its user and spends the user's budget: more tokens, no more
+    # requests (issue 27).
     if request.user and request.user.is_authenticated:
         return f"user-{request.user.pk}"
     # Not REST framework's get_ident: it believes any X-Forwarded-For the client sends.
@@ -272,7 +274,8 @@ def _ident(throttle, request) -> str:
 
 
 class UserOrTokenRateThrottle(UserRateThrottle):
-    """UserRateThrottle, keyed per token when a token authenticates (each token its own budget)."""
+    """UserRateThrottle, keyed per service or node-agent token when one authenticates (each its
+    own budget), else per user (personal tokens included) or client address."""
 
     def get_cache_key(self, request, view):
         return self.cache_format % {"scope": self.scope, "ident": _ident(self, request)}

@@ -151,6 +151,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # API tokens (quotas/tokens.py): every token expires; created from a session, never a token.
 FAIRSHARE_TOKEN_DEFAULT_DAYS = env_int("FAIRSHARE_TOKEN_DEFAULT_DAYS", 90, min_value=1)
 FAIRSHARE_TOKEN_MAX_DAYS = env_int("FAIRSHARE_TOKEN_MAX_DAYS", 365, min_value=1)
+FAIRSHARE_TOKEN_MAX_PERSONAL = env_int("FAIRSHARE_TOKEN_MAX_PERSONAL", 10, min_value=1)
 FAIRSHARE_CSP_REPORT_ONLY = env_bool("FAIRSHARE_CSP_REPORT_ONLY", False)
 
 # ----------------------------------------------------------------------------- Database

@@ -443,3 +443,38 @@ def test_readyz_names_nothing_about_the_database(client, monkeypatch, db):
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json() == {"status": "unavailable", "database": "unavailable"}
+
+
+def test_a_person_holds_a_bounded_number_of_live_personal_tokens(cast, settings):
+    from django.core.exceptions import ValidationError
+
+    from quotas.tokens import issue_token, revoke_token
+
+    settings.FAIRSHARE_TOKEN_MAX_PERSONAL = 3
+    tokens = [issue_token(owner=cast.bob, name=f"t{i}", actor=cast.bob).token for i in range(3)]
+    with pytest.raises(ValidationError) as refused:
+        issue_token(owner=cast.bob, name="t3", actor=cast.bob)
+    assert "name" in refused.value.message_dict
+    assert issue_token(owner=cast.alice, name="hers", actor=cast.alice)  # per person
+    revoke_token(tokens[0].pk, actor=cast.bob)
+    assert issue_token(owner=cast.bob, name="t3", actor=cast.bob)
+    # Through the API: a 400 naming the field.
+    response = post_json(_api(cast.bob), "/api/v1/tokens/", {"name": "t4"})
+    assert response.status_code == 400 and "name" in response.json()["errors"]
+
+
+def test_personal_tokens_share_their_users_api_budget(cast, monkeypatch):
+    from django.core.cache import cache
+
+    from config.api import UserOrTokenRateThrottle
+    from quotas.tokens import issue_token
+
+    monkeypatch.setattr(UserOrTokenRateThrottle, "THROTTLE_RATES", {"user": "3/min"})
+    cache.clear()
+    raws = [issue_token(owner=cast.bob, name=f"t{i}", actor=cast.bob).raw for i in range(2)]
+    answers = [
+        Client(HTTP_AUTHORIZATION=f"Bearer {raws[i % 2]}").get("/api/v1/teams/").status_code
+        for i in range(5)
+    ]
+    assert answers == [200, 200, 200, 429, 429]
+    cache.clear()
