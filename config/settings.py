@@ -322,6 +322,10 @@ SPECTACULAR_SETTINGS = {
 
 # ----------------------------------------------------------------------------- Fairshare domain
 # Whose fair-share numbers people see (scheduling/visibility.py): own (default) or all.
+# What-if previews (portal.previews.preview_allowance, issue 27): per person a minute, and
+# at once over everyone.
+FAIRSHARE_PREVIEW_RATE_PER_MINUTE = env_int("FAIRSHARE_PREVIEW_RATE_PER_MINUTE", 30, min_value=1)
+FAIRSHARE_PREVIEW_CONCURRENCY = env_int("FAIRSHARE_PREVIEW_CONCURRENCY", 4, min_value=1)
 FAIRSHARE_SHARE_VISIBILITY = env_choice("FAIRSHARE_SHARE_VISIBILITY", "own", ["own", "all"])
 # May an admin decide their own quota request? strict: never; sole-admin: only when they are
 # the only active site admin (audited); off: yes.

@@ -136,7 +136,7 @@ def approval_preview(request, pk: int):
     if not hint:
         whatif = with_overlaps(
             present_whatif(
-                request_preview(quota_request, adjustments),
+                request_preview(quota_request, adjustments, viewer=request.user),
                 focus=quota_request.team.slug,
                 visible=share_slugs(request.user),
             ),

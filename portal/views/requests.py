@@ -257,7 +257,9 @@ def detail_context(request, quota_request: QuotaRequest, form: DecisionForm | No
         ),
         "whatif": with_overlaps(
             present_whatif(
-                request_preview(quota_request), focus=quota_request.team.slug, visible=visible
+                request_preview(quota_request, viewer=request.user),
+                focus=quota_request.team.slug,
+                visible=visible,
             ),
             quota_request,
         )

@@ -478,3 +478,40 @@ def test_personal_tokens_share_their_users_api_budget(cast, monkeypatch):
     ]
     assert answers == [200, 200, 200, 429, 429]
     cache.clear()
+
+
+def test_previews_are_bounded_per_person_and_at_once(cast, settings, monkeypatch):
+    from django.core.cache import cache
+
+    from portal import previews
+    from tests.base import GPU
+
+    cache.clear()
+    monkeypatch.setattr(previews, "_clock", lambda: 60 * 1_000_000 + 1.0)
+    settings.FAIRSHARE_PREVIEW_RATE_PER_MINUTE = 2
+    change = {"team-a": {"guarantee": {GPU: "21"}, "limit": {GPU: "40"}}}
+    results = [previews.fresh_whatif(change, viewer=cast.alice, focus="team-a") for _ in range(3)]
+    assert [r.get("error") is None for r in results] == [True, True, False]
+    assert "2 a minute" in results[2]["error"]
+    assert previews.fresh_whatif(change, viewer=cast.charlie).get("error") is None  # per person
+    # At once over everyone: a fifth preview while four run is refused, and the slots return.
+    settings.FAIRSHARE_PREVIEW_RATE_PER_MINUTE = 100
+    settings.FAIRSHARE_PREVIEW_CONCURRENCY = 1
+    with previews.preview_allowance(cast.dora) as refused:
+        assert refused is None
+        busy = previews.fresh_whatif(change, viewer=cast.charlie)
+    assert busy["error"] == previews.PREVIEWS_BUSY
+    assert previews.fresh_whatif(change, viewer=cast.charlie).get("error") is None
+    # The page of a pending request computes its preview under the same allowance.
+    settings.FAIRSHARE_PREVIEW_RATE_PER_MINUTE = 1
+    cache.clear()
+    from quotas.services import LineInput, submit_request
+
+    request = submit_request(
+        team=cast.team_a, requester=cast.alice, lines=[LineInput(GPU, "1", "40")], justification="x"
+    )
+    client = signed_in(cast.vic)
+    client.get(reverse("portal:quotarequest", args=[request.pk]))
+    page = client.get(reverse("portal:quotarequest", args=[request.pk])).content.decode()
+    assert "1 a minute" in page
+    cache.clear()
