@@ -390,6 +390,9 @@ FAIRSHARE_GPU_INGEST_SAMPLES_PER_MINUTE = env_int(
     "FAIRSHARE_GPU_INGEST_SAMPLES_PER_MINUTE", 600, min_value=1
 )
 FAIRSHARE_METRICS_TOKEN = env_secret("FAIRSHARE_METRICS_TOKEN", "") or ""
+# Without the token, /metrics answers loopback requests only where this is on (the default
+# where cookies are not secure: the demo, development); production needs the token.
+FAIRSHARE_METRICS_LOOPBACK = env_bool("FAIRSHARE_METRICS_LOOPBACK", not SESSION_COOKIE_SECURE)
 FAIRSHARE_BUDGET_THRESHOLDS = [
     int(x) for x in env_list("FAIRSHARE_BUDGET_THRESHOLDS", ["80", "100"])
 ]

@@ -94,10 +94,11 @@ def test_production_redirects_to_https_and_sends_hsts_by_default():
     env = {"PATH": os.environ.get("PATH", ""), **PRODUCTION_ENV}
     for name in ("FAIRSHARE_SSL_REDIRECT", "FAIRSHARE_HSTS_SECONDS", "FAIRSHARE_HSTS_PRELOAD"):
         env.pop(name)
+    env.pop("FAIRSHARE_METRICS_LOOPBACK", None)
     script = (
         "import django, json; django.setup(); from django.conf import settings as s; "
         "print(json.dumps([s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, "
-        "s.SECURE_REDIRECT_EXEMPT]))"
+        "s.SECURE_REDIRECT_EXEMPT, s.FAIRSHARE_METRICS_LOOPBACK]))"
     )
     result = subprocess.run(
         [sys.executable, "-c", script],
@@ -107,8 +108,9 @@ def test_production_redirects_to_https_and_sends_hsts_by_default():
         text=True,
     )
     assert result.returncode == 0, result.stderr
-    redirect, hsts, exempt = json.loads(result.stdout.strip().splitlines()[-1])
+    redirect, hsts, exempt, loopback = json.loads(result.stdout.strip().splitlines()[-1])
     assert redirect is True and hsts == 31_536_000
+    assert loopback is False  # /metrics needs its token in production
     assert {"^healthz$", "^readyz$", "^metrics$"} <= set(exempt)
     # Where cookies are not secure (the demo, docker compose without TLS): plain HTTP.
     env["FAIRSHARE_SECURE_COOKIES"] = "false"
