@@ -469,18 +469,19 @@ def _check_gpu_identity(
     The cluster counts a node's GPUs but does not publish their UUIDs, so a UUID belongs to the
     node that reports it (GpuDevice): within the sample window, a UUID another node reported is
     refused, and a node reports at most as many distinct UUIDs as the collection counts GPUs on
-    it. Removes the refused samples from ``parsed`` and returns them with their batch index.
+    it. A UUID keeps its index, and an index its UUID, while it is reported. Removes the
+    refused samples from ``parsed`` and returns them with their batch index.
     One query.
     """
     since = now - sample_max_age()
     uuids = {sample.uuid for _, sample in parsed.values()}
     devices = GpuDevice.objects.filter(
         Q(uuid__in=uuids) | Q(node=inventory.node), last_seen_at__gte=since
-    ).values_list("uuid", "node")
-    elsewhere = {uuid: node for uuid, node in devices if node != inventory.node}
-    known = {uuid for uuid, node in devices if node == inventory.node}
+    ).values_list("uuid", "node", "index")
+    elsewhere = {uuid: node for uuid, node, _ in devices if node != inventory.node}
+    known = {uuid: gpu for uuid, node, gpu in devices if node == inventory.node}
+    holder = {gpu: uuid for uuid, gpu in known.items()}
     room = max(0, inventory.gpus - len(known))
-    admitted: set[str] = set()
     refused: list[tuple[int, SampleRejected]] = []
     for key, (index, sample) in sorted(parsed.items(), key=lambda item: item[1][0]):
         error = None
@@ -488,16 +489,28 @@ def _check_gpu_identity(
             error = SampleRejected(
                 "uuid-node", f"GPU {sample.uuid} is reported by node {elsewhere[sample.uuid]}"
             )
-        elif sample.uuid not in known and sample.uuid not in admitted:
-            if room > 0:
-                admitted.add(sample.uuid)
-                room -= 1
-            else:
+        elif sample.uuid in known:
+            if known[sample.uuid] != sample.index:
+                # A GPU keeps its index while it is reported (issue 27: no moving identities).
                 error = SampleRejected(
-                    "uuid-count",
-                    f"node {inventory.node} already reports {inventory.gpus} GPUs; "
-                    f"{sample.uuid} would be one more",
+                    "uuid-index",
+                    f"GPU {sample.uuid} is index {known[sample.uuid]} of node {inventory.node}",
                 )
+        elif room <= 0:
+            error = SampleRejected(
+                "uuid-count",
+                f"node {inventory.node} already reports {inventory.gpus} GPUs; "
+                f"{sample.uuid} would be one more",
+            )
+        elif sample.index in holder:
+            error = SampleRejected(
+                "uuid-index",
+                f"index {sample.index} of node {inventory.node} is GPU {holder[sample.index]}",
+            )
+        else:
+            known[sample.uuid] = sample.index
+            holder[sample.index] = sample.uuid
+            room -= 1
         if error is not None:
             refused.append((index, error))
             del parsed[key]

@@ -75,3 +75,17 @@ def test_the_api_throttles_in_samples_a_minute_with_retry_after(cast, settings, 
     assert post(4, 2000).status_code == 200  # the refused batch took nothing
     assert GpuSample.objects.count() == 10
     cache.clear()
+
+
+def test_a_gpu_keeps_its_index_while_it_is_reported():
+    assert ingest(sample("GPU-0", index=0, ts=at(0))).accepted == 1
+    moved = ingest(sample("GPU-0", index=1, ts=at(15)))
+    assert (moved.accepted, moved.rejected) == (0, 1)
+    assert "is index 0 of node gpu-1" in moved.rejected_reasons[0]
+    taken = ingest(sample("GPU-9", index=0, ts=at(15)))
+    assert (taken.accepted, taken.rejected) == (0, 1)
+    assert "index 0 of node gpu-1 is GPU GPU-0" in taken.rejected_reasons[0]
+    # Within one batch too: a new GPU claims an index once.
+    both = ingest(sample("GPU-1", index=1, ts=at(15)), sample("GPU-2", index=1, ts=at(15)))
+    assert (both.accepted, both.rejected) == (1, 1)
+    assert GpuSampleRejection.objects.filter(reason="uuid-index").count() >= 1
