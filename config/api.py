@@ -28,7 +28,7 @@ from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
-from rest_framework import exceptions, parsers, serializers, status
+from rest_framework import exceptions, parsers, renderers, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, UserRateThrottle
@@ -209,6 +209,22 @@ class _NoNulMixin:
 
 class BoundedJSONParser(_BoundedParserMixin, _NoNulMixin, parsers.JSONParser):
     pass
+
+
+class SurrogateSafeJSONRenderer(renderers.JSONRenderer):
+    """REST framework's JSON renderer, which writes UTF-8 and so fails (a 500) on a lone
+    surrogate, e.g. echoed in an error message; the parser refuses them in bodies, and anything
+    that still carries one (a row stored before) is written with ``\\u`` escapes instead."""
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        try:
+            return super().render(data, accepted_media_type, renderer_context)
+        except UnicodeEncodeError:
+            escaped = SurrogateSafeJSONRenderer()
+            escaped.ensure_ascii = True
+            return renderers.JSONRenderer.render(
+                escaped, data, accepted_media_type, renderer_context
+            )
 
 
 class StrictCharField(serializers.CharField):

@@ -279,6 +279,11 @@ REST_FRAMEWORK = {
     # rules (an empty form field means "unchanged" in a PATCH). Bodies over
     # DATA_UPLOAD_MAX_MEMORY_SIZE are refused (413) before parsing, NUL characters (400) after.
     "DEFAULT_PARSER_CLASSES": ["config.api.BoundedJSONParser"],
+    # JSON that never fails on a lone surrogate (issue 27), and the browsable API.
+    "DEFAULT_RENDERER_CLASSES": [
+        "config.api.SurrogateSafeJSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     "DEFAULT_PAGINATION_CLASS": "config.api.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [

@@ -13,12 +13,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+from config.api import SurrogateSafeJSONRenderer
 from monitoring import chargeback
 from monitoring.api import filtersets, serializers
 from monitoring.api.renderers import ChargebackCSVRenderer
@@ -219,7 +219,7 @@ class ChargebackView(APIView):
     members and viewers only their teams' rows.
     """
 
-    renderer_classes = [JSONRenderer, ChargebackCSVRenderer]
+    renderer_classes = [SurrogateSafeJSONRenderer, ChargebackCSVRenderer]
     read_scopes = CHARGEBACK_SCOPES
     throttle_scope = "chargeback"
 

@@ -515,3 +515,12 @@ def test_previews_are_bounded_per_person_and_at_once(cast, settings, monkeypatch
     page = client.get(reverse("portal:quotarequest", args=[request.pk])).content.decode()
     assert "1 a minute" in page
     cache.clear()
+
+
+def test_the_json_renderer_escapes_a_lone_surrogate_instead_of_failing():
+    from config.api import SurrogateSafeJSONRenderer
+
+    body = SurrogateSafeJSONRenderer().render({"role": ['"\udc80" is not a valid choice.']})
+    assert json.loads(body) == {"role": ['"\udc80" is not a valid choice.']}
+    assert b"\\udc80" in body
+    assert SurrogateSafeJSONRenderer().render({"name": "é"}) == '{"name":"é"}'.encode()
