@@ -21,13 +21,14 @@ any other app's ``DomainError``             409     ``detail``
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
-from rest_framework import exceptions, parsers, serializers, status
+from rest_framework import exceptions, parsers, renderers, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, UserRateThrottle
@@ -138,43 +139,92 @@ class _BoundedParserMixin:
 
 
 NUL_MESSAGE = "Null characters are not allowed."
+SURROGATE_MESSAGE = "Lone surrogate characters (U+D800 to U+DFFF) are not allowed."
+# Deeper than any body the API takes (a quota request's lines are 3 levels); Python's own JSON
+# decoder fails with RecursionError (a 500) somewhere near 1,000 (issue 27).
+MAX_JSON_DEPTH = 32
+DEPTH_MESSAGE = f"The JSON body is nested more than {MAX_JSON_DEPTH} levels deep."
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def find_nul(data: Any, path: str = "") -> str | None:
-    """The path (``lines[0].resource``) of the first string, key included, holding NUL."""
-    if isinstance(data, str):
-        return (path or DETAIL) if "\x00" in data else None
-    if isinstance(data, dict):
-        for key, value in data.items():
-            name = str(key)
-            here = f"{path}.{name}" if path else name
-            if "\x00" in name:
-                return here.replace("\x00", "\\x00")
-            found = find_nul(value, here)
-            if found:
-                return found
-    elif isinstance(data, list):
-        for index, item in enumerate(data):
-            found = find_nul(item, f"{path}[{index}]")
-            if found:
-                return found
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return NUL_MESSAGE
+    if _SURROGATE.search(text):
+        return SURROGATE_MESSAGE
+    return None
+
+
+def _printable(name: str) -> str:
+    """A key as an error may name it: NUL and lone surrogates escaped (\\x00, \\ud800)."""
+    name = name.replace("\x00", "\\x00")
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", name)
+
+
+def find_bad_text(data: Any) -> tuple[str, str] | None:
+    """The path (``lines[0].resource``) and the rule of the first string, key included, that
+    holds NUL or a lone surrogate, or of the first value nested deeper than MAX_JSON_DEPTH.
+    Walks without recursion, so no body is too deep for it."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, str):
+            problem = _text_problem(value)
+            if problem:
+                return (path or DETAIL), problem
+        elif isinstance(value, dict | list):
+            if depth >= MAX_JSON_DEPTH:
+                return (path or DETAIL), DEPTH_MESSAGE
+            if isinstance(value, dict):
+                children = []
+                for key, item in value.items():
+                    name = str(key)
+                    here = f"{path}.{_printable(name)}" if path else _printable(name)
+                    problem = _text_problem(name)
+                    if problem:
+                        return here, problem
+                    children.append((item, here, depth + 1))
+            else:
+                children = [(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
+            stack.extend(reversed(children))
     return None
 
 
 class _NoNulMixin:
-    """Refuse bodies holding NUL in any string (PostgreSQL text cannot store it, so it would
-    fail as a database error deep inside a write): 400 naming the field."""
+    """Refuse bodies holding NUL (PostgreSQL text cannot store it, so it would fail as a
+    database error deep inside a write) or a lone surrogate (no UTF-8 encodes it: the answer
+    or the database write would fail) in any string, or nested deeper than MAX_JSON_DEPTH:
+    400 naming the field."""
 
     def parse(self, stream, media_type=None, parser_context=None):
-        data = super().parse(stream, media_type, parser_context)
-        field = find_nul(data)
-        if field:
-            raise exceptions.ValidationError({field: [NUL_MESSAGE]})
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise exceptions.ValidationError({DETAIL: [DEPTH_MESSAGE]}) from None
+        found = find_bad_text(data)
+        if found:
+            raise exceptions.ValidationError({found[0]: [found[1]]})
         return data
 
 
 class BoundedJSONParser(_BoundedParserMixin, _NoNulMixin, parsers.JSONParser):
     pass
+
+
+class SurrogateSafeJSONRenderer(renderers.JSONRenderer):
+    """REST framework's JSON renderer, which writes UTF-8 and so fails (a 500) on a lone
+    surrogate, e.g. echoed in an error message; the parser refuses them in bodies, and anything
+    that still carries one (a row stored before) is written with ``\\u`` escapes instead."""
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        try:
+            return super().render(data, accepted_media_type, renderer_context)
+        except UnicodeEncodeError:
+            escaped = SurrogateSafeJSONRenderer()
+            escaped.ensure_ascii = True
+            return renderers.JSONRenderer.render(
+                escaped, data, accepted_media_type, renderer_context
+            )
 
 
 class StrictCharField(serializers.CharField):
@@ -229,8 +279,10 @@ def _ident(throttle, request) -> str:
     from quotas.api.authentication import token_of
 
     token = token_of(request)
-    if token is not None:
+    if token is not None and token.kind != token.Kind.PERSONAL:
         return f"token-{token.pk}"
+    # A personal token acts as its user and spends the user's budget: more tokens, no more
+    # requests (issue 27).
     if request.user and request.user.is_authenticated:
         return f"user-{request.user.pk}"
     # Not REST framework's get_ident: it believes any X-Forwarded-For the client sends.
@@ -238,7 +290,8 @@ def _ident(throttle, request) -> str:
 
 
 class UserOrTokenRateThrottle(UserRateThrottle):
-    """UserRateThrottle, keyed per token when a token authenticates (each token its own budget)."""
+    """UserRateThrottle, keyed per service or node-agent token when one authenticates (each its
+    own budget), else per user (personal tokens included) or client address."""
 
     def get_cache_key(self, request, view):
         return self.cache_format % {"scope": self.scope, "ident": _ident(self, request)}

@@ -2,23 +2,29 @@
 
 The rule is enforced in the authentication backend (:class:`ThrottledModelBackend`), so every
 caller of ``django.contrib.auth.authenticate`` gets it; the two login forms only check first to
-say why they refuse (:class:`SignInThrottleMixin`).
+say why they refuse (:class:`SignInThrottleMixin`), and the login views answer such a refusal
+with 429 and ``Retry-After``.
 
-Failures are counted in the cache (shared across processes when ``REDIS_URL`` is set) under two
-keys, both built from the client address of :func:`config.net.client_ip` (which reads a proxy
-header only when the operator configured one):
+Failures are counted in the cache (shared across processes when ``REDIS_URL`` is set) with
+atomic increments (Redis ``INCR``; a lock in the local-memory cache), under three keys. The
+client is the address :func:`config.net.client_ip` gives (a trusted proxy's header when the
+operator configured one, as the shipped deploy/ and compose do), an IPv6 client by its /64,
+since one host holds a whole /64:
 
-* **username + address**: after ``FAIRSHARE_LOGIN_MAX_FAILURES`` failures (5), each further
+* **username + client**: after ``FAIRSHARE_LOGIN_MAX_FAILURES`` failures (5), each further
   attempt must wait a back-off after the previous failure: ``FAIRSHARE_LOGIN_BACKOFF_SECONDS``
   (30) for the first, doubling with each failure, at most ``FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS``
   (900). Someone guessing one account is slowed to a few tries an hour; the same person on
   another machine, and everyone else, signs in as usual.
-* **address** alone, with a larger allowance (``FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS``,
+* **username** alone, wherever the attempts come from, with a larger allowance
+  (``FAIRSHARE_LOGIN_MAX_FAILURES_PER_ACCOUNT``, 20) and the same back-off: one password
+  guessed from many addresses is slowed to the same few tries an hour.
+* **client** alone, with a larger allowance (``FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS``,
   50) and the same back-off: one machine guessing many accounts (password spraying) is slowed
   too, without one bad typist holding up their colleagues behind the same NAT.
 
 Back-off, not lock-out: nobody is refused for longer than the maximum back-off, and a success
-clears that username's counter (not the address's, or a spraying attacker with one valid
+clears that username's counters (not the client's, or a spraying attacker with one valid
 account could reset it). Failures are forgotten after twice the maximum back-off without a new
 one. Unknown usernames count exactly like real ones, so the answers don't reveal which exist.
 """
@@ -26,6 +32,7 @@ one. Unknown usernames count exactly like real ones, so the answers don't reveal
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 import time
 from dataclasses import dataclass
@@ -35,6 +42,7 @@ from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.views import LoginView
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 
@@ -72,20 +80,39 @@ def _normal(username: str | None) -> str:
     return (username or "").strip().lower()[:150]
 
 
-def _buckets(request, username: str | None) -> list[tuple[str, int]]:
+def client_key(request) -> str:
+    """The client as the throttle counts it: its address, an IPv6 address by its /64."""
     address = client_ip(request)
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if parsed.version == 4:
+        return str(parsed)
+    if parsed.ipv4_mapped is not None:
+        return str(parsed.ipv4_mapped)
+    return str(ipaddress.ip_network(f"{parsed}/64", strict=False))
+
+
+def _buckets(request, username: str | None) -> list[tuple[str, int]]:
+    client = client_key(request)
+    name = _normal(username)
     return [
-        (_key("user", _normal(username), address), _setting("FAIRSHARE_LOGIN_MAX_FAILURES", 5)),
-        (_key("addr", address), _setting("FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS", 50)),
+        (_key("user", name, client), _setting("FAIRSHARE_LOGIN_MAX_FAILURES", 5)),
+        (_key("account", name), _setting("FAIRSHARE_LOGIN_MAX_FAILURES_PER_ACCOUNT", 20)),
+        (_key("addr", client), _setting("FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS", 50)),
     ]
 
 
 def check(request, username: str | None) -> Verdict:
     """May this username try to sign in from this request's address now?"""
     now = _clock()
+    buckets = _buckets(request, username)
+    stored = cache.get_many([f"{key}:n" for key, _ in buckets] + [f"{key}:t" for key, _ in buckets])
     wait = 0.0
-    for key, free in _buckets(request, username):
-        failures, last = cache.get(key) or (0, 0.0)
+    for key, free in buckets:
+        failures = int(stored.get(f"{key}:n") or 0)
+        last = float(stored.get(f"{key}:t") or 0.0)
         remaining = last + _backoff(failures, free) - now
         wait = max(wait, remaining)
     if wait > 0:
@@ -93,16 +120,30 @@ def check(request, username: str | None) -> Verdict:
     return Verdict(True)
 
 
+def _increment(key: str, ttl: int) -> int:
+    """Add one to the counter ``key`` atomically (Redis ``INCR``), creating it at 1."""
+    if cache.add(key, 1, ttl):
+        return 1
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between add() and incr()
+        cache.add(key, 1, ttl)
+        return 1
+    cache.touch(key, ttl)
+    return count
+
+
 def record_failure(request, username: str | None) -> None:
     now = _clock()
     ttl = 2 * _setting("FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS", 900)
     for key, _free in _buckets(request, username):
-        failures, _last = cache.get(key) or (0, 0.0)
-        cache.set(key, (failures + 1, now), ttl)
+        _increment(f"{key}:n", ttl)
+        cache.set(f"{key}:t", now, ttl)
 
 
 def record_success(request, username: str | None) -> None:
-    cache.delete(_buckets(request, username)[0][0])
+    keys = [key for key, _free in _buckets(request, username)[:2]]
+    cache.delete_many([f"{key}:{part}" for key in keys for part in ("n", "t")])
 
 
 class ThrottledModelBackend(ModelBackend):
@@ -141,12 +182,14 @@ class SignInThrottleMixin:
     throttle refuses (the backend enforces it either way)."""
 
     throttle_message = "Too many failed sign-ins. Wait %(wait)s and try again."
+    retry_after = 0  # seconds, when the throttle refused
 
     def clean(self):
         username = self.cleaned_data.get("username")
         if username is not None and self.cleaned_data.get("password") is not None:
             verdict = check(self.request, username)
             if not verdict.allowed:
+                self.retry_after = verdict.retry_after
                 raise forms.ValidationError(
                     self.throttle_message,
                     code="throttled",
@@ -161,3 +204,31 @@ class ThrottledAuthenticationForm(SignInThrottleMixin, AuthenticationForm):
 
 class ThrottledAdminAuthenticationForm(SignInThrottleMixin, AdminAuthenticationForm):
     """The Django admin's login form (``admin.site.login_form``)."""
+
+
+def too_many_requests(response):
+    """A login page whose form the throttle refused becomes 429 with ``Retry-After``
+    (RFC 6585 section 4), so scripts and proxies see the refusal; the page still says why."""
+    context = getattr(response, "context_data", None) or {}
+    form = context.get("form")
+    wait = getattr(form, "retry_after", 0)
+    if wait:
+        response.status_code = 429
+        response["Retry-After"] = str(wait)
+    return response
+
+
+class ThrottledLoginView(LoginView):
+    """The site's login view: 429 with ``Retry-After`` when the throttle refuses."""
+
+    authentication_form = ThrottledAuthenticationForm
+
+    def form_invalid(self, form):
+        return too_many_requests(super().form_invalid(form))
+
+
+def admin_login(request, extra_context=None):
+    """The Django admin's login (``admin.site.login``), answering 429 like the site's."""
+    from django.contrib import admin
+
+    return too_many_requests(admin.site.login(request, extra_context))

@@ -1,7 +1,15 @@
-"""Liveness and readiness probes for Kubernetes."""
+"""Liveness and readiness probes for Kubernetes.
+
+Both are public (the kubelet signs in to nothing), so they say whether the database answers and
+nothing about it: the error (host, port, role) goes to the log (issue 27).
+"""
+
+import logging
 
 from django.db import connection
 from django.http import JsonResponse
+
+logger = logging.getLogger(__name__)
 
 
 def healthz(request):
@@ -12,6 +20,7 @@ def readyz(request):
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-    except Exception as e:
-        return JsonResponse({"status": "unavailable", "database": str(e)[:200]}, status=503)
+    except Exception:
+        logger.exception("readiness: the database does not answer")
+        return JsonResponse({"status": "unavailable", "database": "unavailable"}, status=503)
     return JsonResponse({"status": "ok", "database": "ok"})

@@ -116,17 +116,26 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_SECURE = env_bool("FAIRSHARE_SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SESSION_COOKIE_HTTPONLY = True
-SECURE_SSL_REDIRECT = env_bool("FAIRSHARE_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = env_int("FAIRSHARE_HSTS_SECONDS", 0, min_value=0)
+# With secure cookies (production: not DEBUG) plain HTTP is redirected and HSTS is sent for a
+# year unless configured otherwise (issue 27); the probes and the metrics scrape stay on HTTP.
+SECURE_SSL_REDIRECT = env_bool("FAIRSHARE_SSL_REDIRECT", SESSION_COOKIE_SECURE)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int(
+    "FAIRSHARE_HSTS_SECONDS", 31_536_000 if SESSION_COOKIE_SECURE else 0, min_value=0
+)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
 SECURE_HSTS_PRELOAD = env_bool("FAIRSHARE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 CSRF_FAILURE_VIEW = "config.errors.csrf_failure"  # the product's layout, with navigation
 ADMINS_GROUP = "admins"
-# Sign-in throttling (config/auth.py): back-off per username + client address, and per address.
+# Sign-in throttling (config/auth.py): back-off per username + client address, per username
+# from anywhere, and per client address (an IPv6 client by its /64).
 AUTHENTICATION_BACKENDS = ["config.auth.ThrottledModelBackend"]
 FAIRSHARE_LOGIN_MAX_FAILURES = env_int("FAIRSHARE_LOGIN_MAX_FAILURES", 5, min_value=1)
+FAIRSHARE_LOGIN_MAX_FAILURES_PER_ACCOUNT = env_int(
+    "FAIRSHARE_LOGIN_MAX_FAILURES_PER_ACCOUNT", 20, min_value=1
+)
 FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int(
     "FAIRSHARE_LOGIN_MAX_FAILURES_PER_ADDRESS", 50, min_value=1
 )
@@ -138,9 +147,20 @@ FAIRSHARE_LOGIN_BACKOFF_MAX_SECONDS = env_int(
 FAIRSHARE_CLIENT_IP_HEADER = env_str("FAIRSHARE_CLIENT_IP_HEADER", "")
 FAIRSHARE_TRUSTED_PROXY_HOPS = env_int("FAIRSHARE_TRUSTED_PROXY_HOPS", 1, min_value=1)
 FAIRSHARE_TRUSTED_PROXIES = env_networks("FAIRSHARE_TRUSTED_PROXIES")
+# Passwords set in the Django admin (and by createsuperuser/changepassword) must pass these.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env_int("FAIRSHARE_PASSWORD_MIN_LENGTH", 12, min_value=8)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 # API tokens (quotas/tokens.py): every token expires; created from a session, never a token.
 FAIRSHARE_TOKEN_DEFAULT_DAYS = env_int("FAIRSHARE_TOKEN_DEFAULT_DAYS", 90, min_value=1)
 FAIRSHARE_TOKEN_MAX_DAYS = env_int("FAIRSHARE_TOKEN_MAX_DAYS", 365, min_value=1)
+FAIRSHARE_TOKEN_MAX_PERSONAL = env_int("FAIRSHARE_TOKEN_MAX_PERSONAL", 10, min_value=1)
 FAIRSHARE_CSP_REPORT_ONLY = env_bool("FAIRSHARE_CSP_REPORT_ONLY", False)
 
 # ----------------------------------------------------------------------------- Database
@@ -263,6 +283,11 @@ REST_FRAMEWORK = {
     # rules (an empty form field means "unchanged" in a PATCH). Bodies over
     # DATA_UPLOAD_MAX_MEMORY_SIZE are refused (413) before parsing, NUL characters (400) after.
     "DEFAULT_PARSER_CLASSES": ["config.api.BoundedJSONParser"],
+    # JSON that never fails on a lone surrogate (issue 27), and the browsable API.
+    "DEFAULT_RENDERER_CLASSES": [
+        "config.api.SurrogateSafeJSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
     "DEFAULT_PAGINATION_CLASS": "config.api.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
@@ -311,6 +336,10 @@ SPECTACULAR_SETTINGS = {
 
 # ----------------------------------------------------------------------------- Fairshare domain
 # Whose fair-share numbers people see (scheduling/visibility.py): own (default) or all.
+# What-if previews (portal.previews.preview_allowance, issue 27): per person a minute, and
+# at once over everyone.
+FAIRSHARE_PREVIEW_RATE_PER_MINUTE = env_int("FAIRSHARE_PREVIEW_RATE_PER_MINUTE", 30, min_value=1)
+FAIRSHARE_PREVIEW_CONCURRENCY = env_int("FAIRSHARE_PREVIEW_CONCURRENCY", 4, min_value=1)
 FAIRSHARE_SHARE_VISIBILITY = env_choice("FAIRSHARE_SHARE_VISIBILITY", "own", ["own", "all"])
 # May an admin decide their own quota request? strict: never; sole-admin: only when they are
 # the only active site admin (audited); off: yes.
@@ -369,7 +398,18 @@ FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS = env_int(
 FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS = env_int(
     "FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS", 3600, min_value=60
 )
+# Ingest bounds (monitoring.services, monitoring.api.views.IngestSampleThrottle, issue 27):
+# samples in one batch, and samples a node-agent token may send a minute.
+FAIRSHARE_GPU_INGEST_MAX_BATCH_SAMPLES = env_int(
+    "FAIRSHARE_GPU_INGEST_MAX_BATCH_SAMPLES", 512, min_value=1
+)
+FAIRSHARE_GPU_INGEST_SAMPLES_PER_MINUTE = env_int(
+    "FAIRSHARE_GPU_INGEST_SAMPLES_PER_MINUTE", 600, min_value=1
+)
 FAIRSHARE_METRICS_TOKEN = env_secret("FAIRSHARE_METRICS_TOKEN", "") or ""
+# Without the token, /metrics answers loopback requests only where this is on (the default
+# where cookies are not secure: the demo, development); production needs the token.
+FAIRSHARE_METRICS_LOOPBACK = env_bool("FAIRSHARE_METRICS_LOOPBACK", not SESSION_COOKIE_SECURE)
 FAIRSHARE_BUDGET_THRESHOLDS = [
     int(x) for x in env_list("FAIRSHARE_BUDGET_THRESHOLDS", ["80", "100"])
 ]

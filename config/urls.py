@@ -6,7 +6,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from config import health
-from config.auth import ThrottledAdminAuthenticationForm, ThrottledAuthenticationForm
+from config.auth import ThrottledAdminAuthenticationForm, ThrottledLoginView, admin_login
 from portal.views import dashboard
 
 # One sign-in rule for both doors: the admin's login form is throttled like the site's.
@@ -22,9 +22,7 @@ urlpatterns = [
     path("", dashboard.home, name="home"),
     path(
         "login/",
-        auth_views.LoginView.as_view(
-            redirect_authenticated_user=True, authentication_form=ThrottledAuthenticationForm
-        ),
+        ThrottledLoginView.as_view(redirect_authenticated_user=True),
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -36,6 +34,8 @@ urlpatterns = [
         name="favicon",
     ),
     path("readyz", health.readyz, name="readyz"),
+    # The admin's own login view, answering a throttled attempt with 429 (config/auth.py).
+    path("admin/login/", admin_login),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -14,7 +14,7 @@ from monitoring.models import (
     UsageSample,
     Workload,
 )
-from quotas.admin import SiteAdminOnly
+from quotas.admin import AuditedAdmin, SiteAdminOnly, ViewOnly
 
 
 @admin.register(CapacitySnapshot)
@@ -70,7 +70,9 @@ class GpuDeviceAdmin(ReadOnly, SiteAdminOnly, admin.ModelAdmin):
 
 
 @admin.register(UsageRollup)
-class UsageRollupAdmin(SiteAdminOnly, admin.ModelAdmin):
+class UsageRollupAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
+    """Rollups are the chargeback's input: written by the rollup job only (issue 27)."""
+
     list_display = [
         "period",
         "start",
@@ -85,7 +87,7 @@ class UsageRollupAdmin(SiteAdminOnly, admin.ModelAdmin):
 
 
 @admin.register(RateCard)
-class RateCardAdmin(SiteAdminOnly, admin.ModelAdmin):
+class RateCardAdmin(SiteAdminOnly, AuditedAdmin, admin.ModelAdmin):
     list_display = [
         "resource",
         "flavor",
@@ -97,7 +99,9 @@ class RateCardAdmin(SiteAdminOnly, admin.ModelAdmin):
 
 
 @admin.register(ChargebackStatement)
-class ChargebackStatementAdmin(SiteAdminOnly, admin.ModelAdmin):
+class ChargebackStatementAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
+    """A frozen statement is what was billed: never edited or deleted (issue 27)."""
+
     list_display = ["start", "end", "group_by", "frozen_at", "frozen_by"]
 
 

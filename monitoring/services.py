@@ -27,6 +27,7 @@ flavor as the allocated amounts of its node.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import math
@@ -74,7 +75,20 @@ DAY = timedelta(days=1)
 _ROLLUP_LOCK_KEY = 0x0FA1_0B5E  # advisory lock id for "rollup buckets"
 _AMOUNT_PLACES = Decimal("0.000001")
 _FUTURE_TOLERANCE = timedelta(minutes=5)
-_MAX_SAMPLES_PER_BATCH = 10_000
+
+
+def max_samples_per_batch() -> int:
+    """At most this many samples in one batch (``FAIRSHARE_GPU_INGEST_MAX_BATCH_SAMPLES``,
+    512): the agent sends one reading per GPU (or MIG device) per batch, 56 at most on a node
+    of eight GPUs split seven ways; a batch of thousands is not an agent's (issue 27)."""
+    return int(getattr(settings, "FAIRSHARE_GPU_INGEST_MAX_BATCH_SAMPLES", 512))
+
+
+def sample_spacing() -> timedelta:
+    """The least time between two stored samples of one GPU: half the agent's interval
+    (``FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS``, 15 s), which leaves room for its jitter and
+    refuses a flood of readings microseconds apart (issue 27)."""
+    return timedelta(seconds=getattr(settings, "FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS", 15) / 2)
 
 
 # --------------------------------------------------------------------------- settings
@@ -455,18 +469,19 @@ def _check_gpu_identity(
     The cluster counts a node's GPUs but does not publish their UUIDs, so a UUID belongs to the
     node that reports it (GpuDevice): within the sample window, a UUID another node reported is
     refused, and a node reports at most as many distinct UUIDs as the collection counts GPUs on
-    it. Removes the refused samples from ``parsed`` and returns them with their batch index.
+    it. A UUID keeps its index, and an index its UUID, while it is reported. Removes the
+    refused samples from ``parsed`` and returns them with their batch index.
     One query.
     """
     since = now - sample_max_age()
     uuids = {sample.uuid for _, sample in parsed.values()}
     devices = GpuDevice.objects.filter(
         Q(uuid__in=uuids) | Q(node=inventory.node), last_seen_at__gte=since
-    ).values_list("uuid", "node")
-    elsewhere = {uuid: node for uuid, node in devices if node != inventory.node}
-    known = {uuid for uuid, node in devices if node == inventory.node}
+    ).values_list("uuid", "node", "index")
+    elsewhere = {uuid: node for uuid, node, _ in devices if node != inventory.node}
+    known = {uuid: gpu for uuid, node, gpu in devices if node == inventory.node}
+    holder = {gpu: uuid for uuid, gpu in known.items()}
     room = max(0, inventory.gpus - len(known))
-    admitted: set[str] = set()
     refused: list[tuple[int, SampleRejected]] = []
     for key, (index, sample) in sorted(parsed.items(), key=lambda item: item[1][0]):
         error = None
@@ -474,19 +489,72 @@ def _check_gpu_identity(
             error = SampleRejected(
                 "uuid-node", f"GPU {sample.uuid} is reported by node {elsewhere[sample.uuid]}"
             )
-        elif sample.uuid not in known and sample.uuid not in admitted:
-            if room > 0:
-                admitted.add(sample.uuid)
-                room -= 1
-            else:
+        elif sample.uuid in known:
+            if known[sample.uuid] != sample.index:
+                # A GPU keeps its index while it is reported (issue 27: no moving identities).
                 error = SampleRejected(
-                    "uuid-count",
-                    f"node {inventory.node} already reports {inventory.gpus} GPUs; "
-                    f"{sample.uuid} would be one more",
+                    "uuid-index",
+                    f"GPU {sample.uuid} is index {known[sample.uuid]} of node {inventory.node}",
                 )
+        elif room <= 0:
+            error = SampleRejected(
+                "uuid-count",
+                f"node {inventory.node} already reports {inventory.gpus} GPUs; "
+                f"{sample.uuid} would be one more",
+            )
+        elif sample.index in holder:
+            error = SampleRejected(
+                "uuid-index",
+                f"index {sample.index} of node {inventory.node} is GPU {holder[sample.index]}",
+            )
+        else:
+            known[sample.uuid] = sample.index
+            holder[sample.index] = sample.uuid
+            room -= 1
         if error is not None:
             refused.append((index, error))
             del parsed[key]
+    return refused
+
+
+def _check_spacing(parsed: dict[tuple[str, datetime], tuple[int, GpuSample]]) -> list:
+    """Refuse a sample taken less than ``sample_spacing()`` from a stored sample of its GPU or
+    from one kept earlier in this batch: a GPU is read once per agent interval, so no more of
+    its samples are stored than the interval allows. A sample at exactly a stored time stays
+    (a retried batch: counted as a duplicate). Removes the refused samples from ``parsed`` and
+    returns them with their batch index. One query."""
+    gap = sample_spacing()
+    times = [taken_at for _, taken_at in parsed]
+    stored: dict[str, list[datetime]] = defaultdict(list)
+    for uuid, taken_at in GpuSample.objects.filter(
+        uuid__in={uuid for uuid, _ in parsed},
+        taken_at__gt=min(times) - gap,
+        taken_at__lt=max(times) + gap,
+    ).values_list("uuid", "taken_at"):
+        stored[uuid].append(taken_at)
+    kept: dict[str, list[datetime]] = {uuid: sorted(ts) for uuid, ts in stored.items()}
+    refused = []
+    for key, (index, _sample) in sorted(parsed.items(), key=lambda item: item[1][0]):
+        uuid, taken_at = key
+        near = kept.setdefault(uuid, [])
+        if taken_at in stored.get(uuid, ()):
+            continue
+        at = bisect.bisect_left(near, taken_at)
+        neighbours = near[max(0, at - 1) : at + 1]
+        if any(abs(taken_at - other) < gap for other in neighbours):
+            refused.append(
+                (
+                    index,
+                    SampleRejected(
+                        "rate",
+                        f"ts is less than {gap.total_seconds():g} s from another sample of "
+                        f"{uuid}: the agent reads each GPU once per interval",
+                    ),
+                )
+            )
+            del parsed[key]
+            continue
+        near.insert(at, taken_at)
     return refused
 
 
@@ -574,9 +642,9 @@ def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = Non
     samples = batch.get("samples", [])
     if not isinstance(samples, list):
         raise ValidationError({"samples": "samples must be a list."})
-    if len(samples) > _MAX_SAMPLES_PER_BATCH:
+    if len(samples) > max_samples_per_batch():
         raise ValidationError(
-            {"samples": f"A batch holds at most {_MAX_SAMPLES_PER_BATCH} samples."}
+            {"samples": f"A batch holds at most {max_samples_per_batch()} samples."}
         )
     for i, raw in enumerate(samples):
         other = raw.get("node") if isinstance(raw, dict) else None
@@ -606,6 +674,8 @@ def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = Non
         parsed[key] = (i, sample)
     if parsed and inventory is not None:
         refused += _check_gpu_identity(parsed, inventory=inventory, now=now)
+    if parsed:
+        refused += _check_spacing(parsed)
     # Teams of the pods' namespaces (the collection's namespaces, never the agent's).
     namespaces = {sample.namespace for _, sample in parsed.values() if sample.namespace}
     if namespaces:

@@ -23,10 +23,11 @@ def metrics_allowed(request: HttpRequest) -> tuple[bool, int]:
 
     * ``FAIRSHARE_METRICS_TOKEN`` set: only ``Authorization: Bearer <token>`` (compared in
       constant time) is let in, from anywhere; anything else is 401.
-    * Not set (the default): only direct loopback requests (``REMOTE_ADDR`` 127.0.0.1 or ::1
-      *and* no proxy header such as X-Forwarded-For) are let in; anything else is 403. A
-      request relayed by a local reverse proxy looks local, so the proxy headers rule it out;
-      deployments that scrape over the network set the token.
+    * Not set (the default): only where ``FAIRSHARE_METRICS_LOOPBACK`` allows it (on where
+      cookies are not secure: the demo and development; off in production, issue 27), direct
+      loopback requests (``REMOTE_ADDR`` 127.0.0.1 or ::1 *and* no proxy header such as
+      X-Forwarded-For) are let in; anything else is 403. In production a sidecar or any other
+      process of the pod is loopback too, so there the token is the only way in.
     """
     token = getattr(settings, "FAIRSHARE_METRICS_TOKEN", "") or ""
     if token:
@@ -35,6 +36,8 @@ def metrics_allowed(request: HttpRequest) -> tuple[bool, int]:
             presented.strip().encode(), token.encode()
         )
         return ok, 401
+    if not getattr(settings, "FAIRSHARE_METRICS_LOOPBACK", False):
+        return False, 403
     local = request.META.get("REMOTE_ADDR") in LOOPBACK
     proxied = any(request.META.get(header) for header in _PROXY_HEADERS)
     return local and not proxied, 403

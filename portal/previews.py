@@ -9,10 +9,14 @@ same; ``fresh_whatif`` and ``request_preview`` run ``scheduling.services`` and t
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from decimal import Decimal
 
+from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 
 from quotas.models import QuotaRequest
@@ -26,6 +30,13 @@ logger = logging.getLogger(__name__)
 
 
 PREVIEW_FAILED = "The preview could not be computed; the error has been logged for the admins."
+# A hierarchy flag about a team the viewer may not see (share visibility "own"): its message
+# names that department, its limit and its teams' guarantees, so the viewer gets this instead.
+HIDDEN_HIERARCHY = (
+    "The change would break a quota rule of a department above the team for {resource} (a "
+    "limit over the department's, or its teams' guarantees over its limit); approval would be "
+    "refused. The department's lead or a site admin can say by how much."
+)
 
 
 def decimal_or_zero(value) -> Decimal:
@@ -138,12 +149,21 @@ def present_whatif(
         ],
         "others": _sum_rows(hidden) if hidden else None,
         "losers": [loser for loser in losers if loser["amounts"]],
-        "flags": data.get("flags", []),
+        "flags": [_flag_shown(flag, named) for flag in data.get("flags", [])],
         "blocking": any(
             f.get("kind") in ("guarantees-over-capacity", "hierarchy")
             for f in data.get("flags", [])
         ),
     }
+
+
+def _flag_shown(flag: dict, named) -> dict:
+    """``flag`` as the viewer may see it: a hierarchy flag about a team they may not see by
+    name (a department above theirs) loses the names and numbers (``HIDDEN_HIERARCHY``)."""
+    if flag.get("kind") == "hierarchy" and flag.get("team") and not named(flag["team"]):
+        resource = flag.get("resource") or "a resource"
+        return {**flag, "team": None, "message": HIDDEN_HIERARCHY.format(resource=resource)}
+    return flag
 
 
 def _sum_rows(teams: list[dict]) -> dict:
@@ -179,8 +199,64 @@ def _parse_time(value: str | None) -> datetime | None:
         return None
 
 
+PREVIEWS_TOO_OFTEN = (
+    "You asked for more previews than the %(rate)s a minute allowed; the next one is computed "
+    "in a moment."
+)
+PREVIEWS_BUSY = "Previews are busy for everyone right now; change an amount again in a moment."
+_clock = time.time  # tests replace it
+
+
+@contextmanager
+def preview_allowance(viewer):
+    """Yield None if ``viewer`` may compute a preview now, else the message to show instead.
+
+    A preview runs the whole solver, so they are bounded (issue 27): each person may ask for
+    ``FAIRSHARE_PREVIEW_RATE_PER_MINUTE`` (30) a minute, and at most
+    ``FAIRSHARE_PREVIEW_CONCURRENCY`` (4) run at once over everyone, so a burst of previews
+    cannot slow down every other page. Counters are atomic cache increments.
+    """
+    rate = int(getattr(settings, "FAIRSHARE_PREVIEW_RATE_PER_MINUTE", 30))
+    window = f"preview-rate:{getattr(viewer, 'pk', None)}:{int(_clock() // 60)}"
+    if _increment(window, 120) > rate:
+        yield PREVIEWS_TOO_OFTEN % {"rate": rate}
+        return
+    running = "preview-running"
+    if _increment(running, 60) > int(getattr(settings, "FAIRSHARE_PREVIEW_CONCURRENCY", 4)):
+        _decrement(running)
+        yield PREVIEWS_BUSY
+        return
+    try:
+        yield None
+    finally:
+        _decrement(running)
+
+
+def _increment(key: str, ttl: int) -> int:
+    if cache.add(key, 1, ttl):
+        return 1
+    try:
+        return cache.incr(key)
+    except ValueError:  # expired in between
+        cache.add(key, 1, ttl)
+        return 1
+
+
+def _decrement(key: str) -> None:
+    with suppress(ValueError):
+        cache.decr(key)
+
+
 def fresh_whatif(changes: dict, *, viewer, focus: str | None = None) -> dict:
-    """Run ``what_if``; a problem becomes ``{"error": ...}`` (shown instead of the preview)."""
+    """Run ``what_if``; a problem becomes ``{"error": ...}`` (shown instead of the preview),
+    and so does a refusal of ``preview_allowance``."""
+    with preview_allowance(viewer) as refused:
+        if refused:
+            return {"error": refused}
+        return _fresh_whatif(changes, viewer=viewer, focus=focus)
+
+
+def _fresh_whatif(changes: dict, *, viewer, focus: str | None = None) -> dict:
     try:
         return present_whatif(what_if(changes).to_dict(), focus=focus, visible=share_slugs(viewer))
     except ValidationError as e:
@@ -194,8 +270,15 @@ def fresh_whatif(changes: dict, *, viewer, focus: str | None = None) -> dict:
         return {"error": PREVIEW_FAILED}
 
 
-def request_preview(quota_request: QuotaRequest, adjustments=None) -> dict:
-    """``what_if_for_request`` as JSON (stored on approval); errors as ``{"error": ...}``."""
+def request_preview(quota_request: QuotaRequest, adjustments=None, *, viewer=None) -> dict:
+    """``what_if_for_request`` as JSON (stored on approval); errors as ``{"error": ...}``.
+    With a ``viewer`` (a page showing it) it is bounded by ``preview_allowance``; the preview
+    an approval stores is not."""
+    if viewer is not None:
+        with preview_allowance(viewer) as refused:
+            if refused:
+                return {"error": refused}
+            return request_preview(quota_request, adjustments)
     try:
         return what_if_for_request(quota_request, adjustments).to_dict()
     except ValidationError as e:

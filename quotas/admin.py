@@ -1,11 +1,22 @@
 """Django admin for superuser repair work (not the product UI): site admins only, and every
-queryset goes through ``visible_to`` like the rest of the app."""
+queryset goes through ``visible_to`` like the rest of the app.
+
+Every save and delete is audited (``AuditedAdmin``, or the service the admin calls: quotas go
+through ``services.set_team_quota``, members through ``quotas.members``, token revocation
+through ``tokens.revoke_token``). What is history or a decision stays read-only (issue 27): the
+audit trail, a token's owner, kind, scopes, node and lifetime, quota requests and their
+decisions (those go through the approval pages and the API).
+"""
 
 from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
+from django.forms.models import model_to_dict
 
 from quotas import members as member_services
+from quotas import services as quota_services
+from quotas.choices import AuditVerb
+from quotas.exceptions import QuotaExceeded
 from quotas.models import (
     ApiToken,
     AuditEvent,
@@ -46,6 +57,80 @@ class SiteAdminOnly:
     def get_queryset(self, request):
         qs = super().get_queryset(request)
         return qs.visible_to(request.user) if hasattr(qs, "visible_to") else qs
+
+
+def _state(obj) -> dict:
+    """An object's editable fields, JSON-ready (the audit's before/after)."""
+    return {
+        name: value if value is None or isinstance(value, bool | int | list | dict) else str(value)
+        for name, value in sorted(model_to_dict(obj).items())
+    }
+
+
+def _team_of(obj):
+    from quotas.models import Team as TeamModel
+
+    if isinstance(obj, TeamModel):
+        return obj
+    return getattr(obj, "team", None)
+
+
+class AuditedAdmin:
+    """Every admin add, change and delete leaves an AuditEvent, as the product's own writes do
+    (``services.audit``: actor, verb, before and after), in the save's transaction."""
+
+    def save_model(self, request, obj, form, change):
+        current = type(obj).objects.filter(pk=obj.pk).first() if change and obj.pk else None
+        before = _state(current) if current is not None else None
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            quota_services.audit(
+                actor=request.user,
+                verb=AuditVerb.UPDATE if change else AuditVerb.CREATE,
+                obj=obj,
+                team=_team_of(obj),
+                before=before,
+                after=_state(obj),
+                note="Django admin",
+            )
+
+    def delete_model(self, request, obj):
+        with transaction.atomic():
+            quota_services.audit(
+                actor=request.user,
+                verb=AuditVerb.DELETE,
+                obj=obj,
+                team=_team_of(obj),
+                before=_state(obj),
+                note="Django admin",
+            )
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        with transaction.atomic():
+            for obj in queryset:
+                quota_services.audit(
+                    actor=request.user,
+                    verb=AuditVerb.DELETE,
+                    obj=obj,
+                    team=_team_of(obj),
+                    before=_state(obj),
+                    note="Django admin",
+                )
+            super().delete_queryset(request, queryset)
+
+
+class ViewOnly:
+    """Inspected here, never changed: history, decisions, or rows other code owns."""
+
+    def has_add_permission(self, request, *args):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 class MembershipInline(admin.TabularInline):
@@ -116,10 +201,14 @@ class TeamQuotaForm(forms.ModelForm):
         data = super().clean()
         team, resource = (
             data.get("team") or getattr(self.instance, "team", None),
-            data.get("resource"),
+            data.get("resource") or self.instance.resource,
         )
         if team is not None and team.pk and resource and "guarantee" in data:
             check_hierarchy({(team.pk, resource): (data["guarantee"], data.get("limit"))})
+            try:
+                quota_services.check_capacity({(team.pk, resource): data["guarantee"]})
+            except QuotaExceeded as e:
+                raise forms.ValidationError({"guarantee": str(e)}) from None
         return data
 
 
@@ -153,14 +242,18 @@ class TeamForm(forms.ModelForm):
         return data
 
 
-class TeamQuotaInline(admin.TabularInline):
+class TeamQuotaInline(ViewOnly, admin.TabularInline):
+    """Read-only here: quotas change on the TeamQuota pages, which go through the service."""
+
     model = TeamQuota
-    form = TeamQuotaForm
     extra = 0
+    fields = ["resource", "guarantee", "limit"]
+    readonly_fields = fields
+    show_change_link = True
 
 
 @admin.register(Team)
-class TeamAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
+class TeamAdmin(SiteAdminOnly, SyncsTheCluster, AuditedAdmin, admin.ModelAdmin):
     list_display = [
         "slug",
         "name",
@@ -187,15 +280,10 @@ class TeamAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
             messages.warning(request, notice, fail_silently=True)
         if before is not None and before.slug != obj.slug:
             # Renamed: its objects carry the old slug, which a selector by team cannot reach.
-            super(SyncsTheCluster, self).save_model(request, obj, form, change)
+            AuditedAdmin.save_model(self, request, obj, form, change)
             self._notify(None)
             return
         super().save_model(request, obj, form, change)
-
-    def save_related(self, request, form, formsets, change):
-        super().save_related(request, form, formsets, change)
-        if any(fs.has_changed() for fs in formsets if fs.model is TeamQuota):
-            self._notify({form.instance.pk})
 
 
 class PriorityTierForm(forms.ModelForm):
@@ -209,7 +297,7 @@ class PriorityTierForm(forms.ModelForm):
 
 
 @admin.register(PriorityTier)
-class PriorityTierAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
+class PriorityTierAdmin(SiteAdminOnly, SyncsTheCluster, AuditedAdmin, admin.ModelAdmin):
     form = PriorityTierForm
 
     def teams_of(self, obj) -> set[int] | None:
@@ -272,21 +360,33 @@ class MembershipAdmin(SiteAdminOnly, admin.ModelAdmin):
 
 
 @admin.register(Namespace)
-class NamespaceAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
+class NamespaceAdmin(SiteAdminOnly, SyncsTheCluster, AuditedAdmin, admin.ModelAdmin):
     list_display = ["name", "team", "managed", "share", "volcano_jobs"]
     list_filter = ["managed"]
     search_fields = ["name", "team__slug"]
 
 
 @admin.register(TeamQuota)
-class TeamQuotaAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
+class TeamQuotaAdmin(SiteAdminOnly, SyncsTheCluster, AuditedAdmin, admin.ModelAdmin):
+    """Saves go through ``services.set_team_quota``, as the API's: capacity and hierarchy
+    checked under the capacity lock, audited, a sync after commit. Deletes are audited."""
+
     form = TeamQuotaForm
     list_display = ["team", "resource", "guarantee_display", "limit_display"]
     search_fields = ["team__slug", "resource"]
 
+    def get_readonly_fields(self, request, obj=None):
+        return ["team", "resource"] if obj is not None else []
+
+    def save_model(self, request, obj, form, change):
+        saved = quota_services.set_team_quota(
+            obj.team, obj.resource, guarantee=obj.guarantee, limit=obj.limit, actor=request.user
+        )
+        obj.pk = saved.pk
+
 
 @admin.register(LimitPolicy)
-class LimitPolicyAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
+class LimitPolicyAdmin(SiteAdminOnly, SyncsTheCluster, AuditedAdmin, admin.ModelAdmin):
     list_display = [
         "team",
         "namespace",
@@ -298,20 +398,22 @@ class LimitPolicyAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
     ]
 
 
-class QuotaRequestLineInline(admin.TabularInline):
+class QuotaRequestLineInline(ViewOnly, admin.TabularInline):
     model = QuotaRequestLine
     extra = 0
 
 
 @admin.register(QuotaRequest)
-class QuotaRequestAdmin(SiteAdminOnly, admin.ModelAdmin):
+class QuotaRequestAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
+    """Requests and their decisions change only through the approval pages and the API."""
+
     list_display = ["id", "team", "requester", "status", "window_start", "window_end", "created"]
     list_filter = ["status"]
     inlines = [QuotaRequestLineInline]
 
 
 @admin.register(Budget)
-class BudgetAdmin(SiteAdminOnly, admin.ModelAdmin):
+class BudgetAdmin(SiteAdminOnly, AuditedAdmin, admin.ModelAdmin):
     list_display = ["team", "resource", "monthly_hours"]
 
 
@@ -327,9 +429,15 @@ class AuditEventAdmin(SiteAdminOnly, admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # the audit trail is append-only
+
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(SiteAdminOnly, admin.ModelAdmin):
+class ApiTokenAdmin(SiteAdminOnly, AuditedAdmin, admin.ModelAdmin):
+    """Only a token's name changes here; who owns it, what it may do and how long it lives do
+    not (revoke it with the action, through ``tokens.revoke_token``, and issue a new one)."""
+
     list_display = [
         "name",
         "kind",
@@ -341,15 +449,38 @@ class ApiTokenAdmin(SiteAdminOnly, admin.ModelAdmin):
         "revoked_at",
     ]
     list_filter = ["kind"]
-    readonly_fields = ["prefix", "key_hash", "created", "last_used_at"]
+    readonly_fields = [
+        "kind",
+        "user",
+        "scopes",
+        "node",
+        "prefix",
+        "key_hash",
+        "created",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    ]
     search_fields = ["name", "user__username", "node"]
+    actions = ["revoke"]
 
     def has_add_permission(self, request, *args):
         return False  # tokens are issued through the API so the secret is shown exactly once
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # revoked, not deleted: the audit trail names them
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        from quotas.tokens import revoke_token
+
+        for token in queryset:
+            revoke_token(token.pk, actor=request.user)
+        messages.success(request, f"{queryset.count()} token(s) revoked.")
+
 
 @admin.register(QuotaRequestLine)
-class QuotaRequestLineAdmin(SiteAdminOnly, admin.ModelAdmin):
+class QuotaRequestLineAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
     list_display = [
         "request",
         "resource",

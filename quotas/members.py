@@ -37,6 +37,15 @@ def _state(membership: Membership) -> dict:
     return {"user": membership.user.get_username(), "role": membership.role}
 
 
+def _lock_team(team: Team, actor) -> None:
+    """Lock the team row first, so every change to its members takes its locks in one order
+    (team, then memberships): two leads demoting each other at once queue up instead of
+    deadlocking on each other's membership rows (issue 27). The permission is checked again
+    under the lock: the first change may have taken the second actor's lead role away."""
+    Team.objects.select_for_update().filter(pk=team.pk).values_list("pk", flat=True).first()
+    _require_manager(actor, team)
+
+
 def _lock_membership(team: Team, membership_id: int) -> Membership:
     try:
         return (
@@ -99,6 +108,7 @@ def change_role(team: Team, membership_id: int, *, role: str, actor) -> Membersh
     _require_manager(actor, team)
     _check_role(role)
     with transaction.atomic():
+        _lock_team(team, actor)
         membership = _lock_membership(team, membership_id)
         if membership.role == role:
             return membership
@@ -124,6 +134,7 @@ def remove_member(team: Team, membership_id: int, *, actor) -> None:
     """Remove a member. Raises PermissionDenied, InvalidTransition, ValidationError (last lead)."""
     _require_manager(actor, team)
     with transaction.atomic():
+        _lock_team(team, actor)
         membership = _lock_membership(team, membership_id)
         _keeps_a_lead(team, membership, actor)
         before = _state(membership)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -103,6 +104,8 @@ def issue_token(
         scopes = ["ingest:gpu"]
     prefix, raw = _new_raw()
     with transaction.atomic():
+        if kind == ApiToken.Kind.PERSONAL:
+            _check_personal_allowance(owner, now=now)
         token = ApiToken.objects.create(
             name=name.strip(),
             kind=kind,
@@ -127,6 +130,29 @@ def issue_token(
             },
         )
     return IssuedToken(token, raw)
+
+
+def max_personal_tokens() -> int:
+    return int(getattr(settings, "FAIRSHARE_TOKEN_MAX_PERSONAL", 10))
+
+
+def _check_personal_allowance(owner, *, now: datetime) -> None:
+    """At most ``FAIRSHARE_TOKEN_MAX_PERSONAL`` live (unrevoked, unexpired) personal tokens per
+    person (issue 27); the owner's row is locked so two creations at once cannot both pass."""
+    users = get_user_model().objects.select_for_update()
+    users.filter(pk=owner.pk).values_list("pk", flat=True).first()
+    live = (
+        ApiToken.objects.filter(user=owner, kind=ApiToken.Kind.PERSONAL, revoked_at__isnull=True)
+        .exclude(expires_at__lte=now)
+        .count()
+    )
+    if live >= max_personal_tokens():
+        raise ValidationError(
+            {
+                "name": f"You have {live} active personal tokens, the most allowed "
+                f"(FAIRSHARE_TOKEN_MAX_PERSONAL); revoke one you no longer use first."
+            }
+        )
 
 
 def default_lifetime_days() -> int:

@@ -11,6 +11,11 @@ Who sees what (decided here, tested in tests/scheduling/test_views.py):
   team (PriorityClasses) are admin-only too. This lets a lead check that an approved quota
   reached the cluster, without showing other teams' namespaces. (The REST API's sync endpoints
   stay admin-only; the UI shows non-admins strictly less than the API shows admins.)
+* A run's trigger, requester and scope follow the share-visibility setting
+  (``scheduling.visibility``, issue 27): non-admins see the kind of trigger only
+  (``quota-change``, not ``quota-change:approve``), who started a run only when it was
+  themselves, and a targeted run's teams only where they may see those teams' numbers (the
+  others as a count).
 
 Progress: while a run is queued or running, the detail page polls the progress partial every
 2 s (htmx); the partial of a finished run carries no trigger, so polling stops, and the poll
@@ -34,6 +39,7 @@ from quotas.models import Team
 from quotas.querysets import is_site_admin
 from scheduling.choices import SyncAction, SyncStatus
 from scheduling.models import SyncItem, SyncRun
+from scheduling.visibility import share_slugs
 
 RUNS_PER_PAGE = 50
 ITEMS_PER_PAGE = 100
@@ -61,6 +67,25 @@ _COUNTER = {
     SyncAction.FAILED: "failed_count",
 }
 DRIFT_HEADER = "drift ("
+
+
+def _facts(run: SyncRun, user, *, admin: bool, slugs) -> dict:
+    """What the pages say about a run's trigger, requester and scope (module docstring)."""
+    if admin:
+        return {
+            "trigger": run.trigger,
+            "requested_by": run.requested_by,
+            "scope_teams": run.scope_teams,
+            "other_teams": 0,
+        }
+    shown = [slug for slug in run.scope_teams if slugs is None or slug in slugs]
+    requester = run.requested_by if run.requested_by_id == user.pk else None
+    return {
+        "trigger": run.trigger.partition(":")[0],
+        "requested_by": requester,
+        "scope_teams": shown,
+        "other_teams": len(run.scope_teams) - len(shown),
+    }
 
 
 def _visible_slugs(user):
@@ -158,9 +183,11 @@ def syncrun_list(request):
     page = Paginator(qs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     runs = list(page.object_list)
     own = {} if admin else _own_counts(runs, request.user, unchanged=False)
+    slugs = None if admin else share_slugs(request.user)
     rows = [
         {
             "run": run,
+            "facts": _facts(run, request.user, admin=admin, slugs=slugs),
             "counts": (counts := _run_counts(run) if admin else own[run.pk]),
             "cells": _cells(counts),
             "active": run.status in (SyncStatus.QUEUED, SyncStatus.RUNNING),
@@ -211,6 +238,9 @@ def syncrun_detail(request, pk: int):
         {
             **_progress_context(run),
             "is_admin": admin,
+            "facts": _facts(
+                run, request.user, admin=admin, slugs=None if admin else share_slugs(request.user)
+            ),
             "counts": counts,
             "cells": _cells(counts),
             "columns": COLUMNS,

@@ -24,3 +24,12 @@ def _sync_lock_per_worker(settings, worker_id):
 
     if connection.vendor == "sqlite":
         settings.FAIRSHARE_SYNC_LOCK_KEY = f"fairshare:sync-lock:tests-{worker_id}"
+
+
+@pytest.fixture(autouse=True)
+def _previews_unbounded(settings):
+    """The preview allowance (portal.previews.preview_allowance) counts per user id a minute in
+    the cache, which outlives a test: ids repeat across tests, so bound previews only where a
+    test means to (tests/hardening/test_third_probe.py)."""
+    settings.FAIRSHARE_PREVIEW_RATE_PER_MINUTE = 10**6
+    settings.FAIRSHARE_PREVIEW_CONCURRENCY = 10**6

@@ -3,17 +3,22 @@ chargeback reports and frozen statements."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Q
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+from config.api import SurrogateSafeJSONRenderer
 from monitoring import chargeback
 from monitoring.api import filtersets, serializers
 from monitoring.api.renderers import ChargebackCSVRenderer
@@ -28,10 +33,49 @@ from monitoring.models import (
     Workload,
 )
 from monitoring.workloads import latest_workloads
+from quotas.api.authentication import token_of
 from quotas.api.mixins import AuditedWriteMixin
 from quotas.api.permissions import IsNodeAgentToken, IsSiteAdminOrReadOnly, with_defaults
+from quotas.models import ApiToken, Team
+from quotas.querysets import is_site_admin
 
 CHARGEBACK_SCOPES = ("read:chargeback",)
+_clock = time.time  # tests replace it
+
+
+class IngestSampleThrottle(BaseThrottle):
+    """Ingest counted in samples, not requests (issue 27): each node-agent token may send
+    ``FAIRSHARE_GPU_INGEST_SAMPLES_PER_MINUTE`` (600) samples a minute, in fixed minute
+    windows. The count is an atomic cache increment (Redis ``INCRBY``) that a refused batch
+    takes back; the refusal is a 429 with ``Retry-After``, on which the agent keeps the batch
+    and retries it the next cycle (``monitoring.collectors.agent``)."""
+
+    def __init__(self):
+        self._wait = 0
+
+    def allow_request(self, request, view) -> bool:
+        token = token_of(request)
+        samples = request.data.get("samples") if isinstance(request.data, dict) else None
+        count = len(samples) if isinstance(samples, list) else 0
+        if token is None or count == 0:
+            return True
+        limit = int(getattr(settings, "FAIRSHARE_GPU_INGEST_SAMPLES_PER_MINUTE", 600))
+        now = _clock()
+        key = f"ingest-samples:{token.pk}:{int(now // 60)}"
+        cache.add(key, 0, 120)
+        try:
+            total = cache.incr(key, count)
+        except ValueError:  # expired between add() and incr()
+            cache.add(key, count, 120)
+            total = count
+        if total <= limit:
+            return True
+        cache.decr(key, count)
+        self._wait = max(1, 60 - int(now % 60))
+        return False
+
+    def wait(self):
+        return self._wait
 
 
 class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
@@ -99,6 +143,7 @@ class GpuSampleViewSet(viewsets.ReadOnlyModelViewSet):
         detail=False,
         methods=["post"],
         permission_classes=with_defaults(IsNodeAgentToken),
+        throttle_classes=[*api_settings.DEFAULT_THROTTLE_CLASSES, IngestSampleThrottle],
     )
     def ingest(self, request):
         """Store one agent batch: node-agent tokens only, for their own node (400 otherwise)."""
@@ -174,7 +219,7 @@ class ChargebackView(APIView):
     members and viewers only their teams' rows.
     """
 
-    renderer_classes = [JSONRenderer, ChargebackCSVRenderer]
+    renderer_classes = [SurrogateSafeJSONRenderer, ChargebackCSVRenderer]
     read_scopes = CHARGEBACK_SCOPES
     throttle_scope = "chargeback"
 
@@ -228,6 +273,18 @@ class ChargebackStatementViewSet(
     read_scopes = CHARGEBACK_SCOPES
     throttle_scope = "chargeback"
     ordering_fields = ["start", "frozen_at"]
+
+    def get_queryset(self):
+        """Every statement for admins and service tokens; for people, only while they can see
+        a team (an outsider's list is empty and every statement 404: issue 27)."""
+        queryset = super().get_queryset()
+        user = self.request.user
+        token = token_of(self.request)
+        if is_site_admin(user) or (token is not None and token.kind == ApiToken.Kind.SERVICE):
+            return queryset
+        if not Team.objects.visible_to(user).exists():
+            return queryset.none()
+        return queryset
 
     def _detail(self, statement) -> dict:
         base = serializers.ChargebackStatementSerializer(

@@ -30,6 +30,7 @@ from quotas.exceptions import (
 from quotas.forms import DecisionForm
 from quotas.models import QuotaRequest
 from quotas.overlaps import overlaps
+from scheduling.visibility import share_slugs
 
 QUEUE_PER_PAGE = 25
 
@@ -135,7 +136,9 @@ def approval_preview(request, pk: int):
     if not hint:
         whatif = with_overlaps(
             present_whatif(
-                request_preview(quota_request, adjustments), focus=quota_request.team.slug
+                request_preview(quota_request, adjustments, viewer=request.user),
+                focus=quota_request.team.slug,
+                visible=share_slugs(request.user),
             ),
             quota_request,
         )

@@ -257,7 +257,9 @@ def detail_context(request, quota_request: QuotaRequest, form: DecisionForm | No
         ),
         "whatif": with_overlaps(
             present_whatif(
-                request_preview(quota_request), focus=quota_request.team.slug, visible=visible
+                request_preview(quota_request, viewer=request.user),
+                focus=quota_request.team.slug,
+                visible=visible,
             ),
             quota_request,
         )
@@ -267,6 +269,11 @@ def detail_context(request, quota_request: QuotaRequest, form: DecisionForm | No
             AuditEvent.objects.filter(
                 object_type=QuotaRequest._meta.label, object_id=str(quota_request.pk)
             ).select_related("team")
+        ),
+        # The before/after (the team's whole quota) is for its leads and admins, as on the team
+        # page and in the API; members and viewers see who did what, and when (issue 27).
+        "audit_changes_hidden": not (
+            admin or Team.objects.led_by(request.user).filter(pk=quota_request.team_id).exists()
         ),
     }
 

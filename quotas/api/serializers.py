@@ -139,6 +139,8 @@ class MembershipSerializer(StrictModelSerializer):
         fields = ["id", "url", "team", "user", "role", "created", "updated"]
         # Uniqueness is the service's to check, after it checked the caller may see members.
         validators = []
+        # The model's default is for forms; a new membership names its role (issue 27).
+        extra_kwargs = {"role": {"required": True}}
 
 
 class MembershipUpdateSerializer(MembershipSerializer):

@@ -57,7 +57,7 @@ def test_login_is_throttled_after_repeated_failures(client, cast):
     response = client.post(
         reverse("login"), {"username": "alice", "password": "correct-horse-battery"}
     )
-    assert response.status_code == 200
+    assert response.status_code == 429
     assert "Too many failed sign-ins" in response.content.decode()
     cache.clear()
     response = client.post(
@@ -86,3 +86,39 @@ def test_tokens_never_reach_the_logs():
     message = record.getMessage()
     assert "secretsecret" not in message
     assert "[redacted]" in message
+
+
+def test_production_redirects_to_https_and_sends_hsts_by_default():
+    """Issue 27: the shipped configuration (secure cookies, no DEBUG) had neither; the probes
+    and the metrics scrape stay on plain HTTP."""
+    env = {"PATH": os.environ.get("PATH", ""), **PRODUCTION_ENV}
+    for name in ("FAIRSHARE_SSL_REDIRECT", "FAIRSHARE_HSTS_SECONDS", "FAIRSHARE_HSTS_PRELOAD"):
+        env.pop(name)
+    env.pop("FAIRSHARE_METRICS_LOOPBACK", None)
+    script = (
+        "import django, json; django.setup(); from django.conf import settings as s; "
+        "print(json.dumps([s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, "
+        "s.SECURE_REDIRECT_EXEMPT, s.FAIRSHARE_METRICS_LOOPBACK]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    redirect, hsts, exempt, loopback = json.loads(result.stdout.strip().splitlines()[-1])
+    assert redirect is True and hsts == 31_536_000
+    assert loopback is False  # /metrics needs its token in production
+    assert {"^healthz$", "^readyz$", "^metrics$"} <= set(exempt)
+    # Where cookies are not secure (the demo, docker compose without TLS): plain HTTP.
+    env["FAIRSHARE_SECURE_COOKIES"] = "false"
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(result.stdout.strip().splitlines()[-1])[:2] == [False, 0]

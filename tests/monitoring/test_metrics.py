@@ -367,6 +367,15 @@ def test_without_a_token_only_direct_loopback_requests_get_in(client, db, settin
     assert proxied.status_code == 403
 
 
+def test_in_production_loopback_alone_does_not_get_in(client, db, settings):
+    """Issue 27: a sidecar proxy or any process of the pod is loopback; without
+    FAIRSHARE_METRICS_LOOPBACK (off where cookies are secure) only the token gets in."""
+    settings.FAIRSHARE_METRICS_TOKEN = ""
+    settings.FAIRSHARE_METRICS_LOOPBACK = False
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 403
+    assert client.get("/metrics", REMOTE_ADDR="::1").status_code == 403
+
+
 def test_with_a_token_only_the_bearer_gets_in(client, db, settings):
     settings.FAIRSHARE_METRICS_TOKEN = "s3cret-token"
 
