@@ -1434,12 +1434,15 @@ def _tree(
         streak = 0
         leaps = np.zeros(0)  # the levels where pinned roots leap
         slow = 0  # accepted steps in a row that closed less than half the gap
-        snap_hi = None
         # The last event's freezes can make a group's level leap at t_lo itself (the resources
         # that bounded it stopped growing), past the capacity of a resource: the leaves then
         # move part of the way from where they stood before the event, and stop there.
         jumped = (s_lo > box[0] + tol) & ~saturated
-        leapt = bool(jumped.any()) and before is not None
+        # Or past the limit of an internal member (whose box holds its group's sums only at the
+        # group's own level, which cannot fall back where the leap went over).
+        passed = open_pairs & (inner_lo[0] > int_lim * (1.0 + tol) + 1e-300)
+        leapt = bool(jumped.any() or passed.any()) and before is not None
+        snap_hi = None
         # An internal member's limit already reached where the level stands (a child's floor
         # equal to its ancestor's limit, a limit of 0) binds at once: nothing rises into it,
         # so neither the search nor the crossing test below would see it.
@@ -1454,10 +1457,22 @@ def _tree(
             if not ((s_hi > box[0] + tol).any() or fresh_hi):
                 final = snap_top
                 break
+            snap_hi = snap_top
         else:
             s_hi, fresh_hi = s_lo, []
         if leapt:
-            snap_lo, s_lo, jumped = _part_way(depths, before[0], snap_lo, jumped, before[1], s_lo)
+            limits = []
+            for i, r in zip(*np.nonzero(passed), strict=True):
+                owner = int(int_rows[i])
+                under = {
+                    lv: _under(depths[lv].rows[depths[lv].leaf], owner, row_parent)
+                    for lv in range(max_depth + 1)
+                    if len(depths[lv].leaf)
+                }
+                limits.append((owner, int(r), float(int_lim[i, r]), under))
+            snap_lo, s_lo, jumped, leapt_pairs = _part_way(
+                depths, before[0], snap_lo, jumped, before[1], s_lo, limits
+            )
         for _ in range(0 if leapt or at_once else 200):
             gap = box[0] - s_lo
             rising = ds_lo > 0.0
@@ -1527,12 +1542,17 @@ def _tree(
         near |= reached
         pairs = [(int(int_rows[i]), int(r)) for i, r in zip(*np.nonzero(near), strict=True)]
         if leapt:
-            out, pairs = jumped, []
+            out, pairs = jumped, leapt_pairs
         elif not out.any() and not pairs:  # the bracket closed: what crossed at its top
             out = (s_hi > box[0] + tol) & ~saturated
             pairs = fresh_hi
             if out.any() and snap_hi is not None:
-                snap_lo, s_lo, out = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi)
+                snap_lo, s_lo, out, _ = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi)
+            elif pairs and snap_hi is not None:
+                # A limit that binds only at the top: the members below it leapt there (a
+                # resource bounding their group stopped growing) up to the limit, inside the
+                # capacity. They stop where they stand at the top, at the limit, not below it.
+                snap_lo, s_lo = snap_hi, s_hi
         events = [(-1, r) for r in np.flatnonzero(out).tolist()]
         events += sorted(set(pairs))
         if not events:  # nothing left to stop (round-off): keep what was reached
@@ -1582,21 +1602,27 @@ def _part_way(
     out: np.ndarray,
     s_lo: np.ndarray,
     s_hi: np.ndarray,
-) -> tuple[dict[int, dict[str, np.ndarray]], np.ndarray, np.ndarray]:
+    limits: Sequence[tuple[int, int, float, dict[int, np.ndarray]]] = (),
+) -> tuple[dict[int, dict[str, np.ndarray]], np.ndarray, np.ndarray, list[tuple[int, int]]]:
     """Levels between two states at (about) one water level, where a resource of ``out`` runs
-    out; return them, the consumption there and the resources that run out there.
+    out or a limit of ``limits`` is reached; return them, the consumption there, the resources
+    that run out there and the limit pairs ``(owner, resource)`` reached there.
 
     Where a member's level jumps (the resources that bounded its group stopped growing), the
-    consumption of a resource can leap past the capacity between two neighbouring levels. The
-    leaves then move from their levels in ``snap_lo`` towards those in ``snap_hi`` together, by
-    the fraction (found by halving, on the moving leaves alone) that fills the first resource of
-    ``out``; the members drawing on the resources that fill there freeze, and the others move
-    on (the next probe finds where).
+    consumption of a resource can leap past the capacity, or past an ancestor's limit, between
+    two neighbouring levels. The leaves then move from their levels in ``snap_lo`` towards
+    those in ``snap_hi`` together, by the fraction (exact from the sorted ramps, halving as the
+    fallback) that fills the first resource of ``out`` or reaches the first limit; the members
+    drawing on what fills there freeze, and the others move on (the next probe finds where).
+    ``limits`` lists ``(owner, resource, limit, leaves)``, ``leaves`` per depth: which of its
+    leaf-like members are below ``owner``.
     """
-    if not (s_hi[out] > s_lo[out]).any():
-        return snap_lo, s_lo, out
+    if not (s_hi[out] > s_lo[out]).any() and not limits:
+        return snap_lo, s_lo, out, []
     steady = np.zeros(out.shape)
     moving = []
+    steady_lim = np.zeros(len(limits))
+    moving_lim: list[list[tuple]] = [[] for _ in limits]
     for lv in snap_lo:
         d = depths[lv]
         if lv not in snap_hi or not len(d.leaf):
@@ -1604,24 +1630,50 @@ def _part_way(
         lo_at, hi_at = snap_lo[lv]["at"][d.leaf], snap_hi[lv]["at"][d.leaf]
         move = lo_at != hi_at
         still = ~move
-        steady += np.maximum(
-            d.g[still], d.a[still] * np.minimum(lo_at[still], d.end[still])[:, None]
-        ).sum(axis=0)
+        held = np.maximum(d.g[still], d.a[still] * np.minimum(lo_at[still], d.end[still])[:, None])
+        steady += held.sum(axis=0)
+        for j, (_, r, _, under) in enumerate(limits):
+            if lv in under:
+                steady_lim[j] += held[under[lv][still], r].sum()
+                sel = move & under[lv]
+                if sel.any():
+                    moving_lim[j].append((d.g[sel], d.a[sel], d.end[sel], lo_at[sel], hi_at[sel]))
         if move.any():
             moving.append((d.g[move], d.a[move], d.end[move], lo_at[move], hi_at[move]))
 
-    def used(f: float) -> np.ndarray:
-        total = steady.copy()
-        for g, a, end, lo_at, hi_at in moving:
+    def total(parts: list[tuple], base: np.ndarray, f: float) -> np.ndarray:
+        used = base.copy()
+        for g, a, end, lo_at, hi_at in parts:
             lvl = lo_at + f * (hi_at - lo_at)
-            total += np.maximum(g, a * np.minimum(lvl, end)[:, None]).sum(axis=0)
-        return total
+            used += np.maximum(g, a * np.minimum(lvl, end)[:, None]).sum(axis=0)
+        return used
+
+    def used(f: float) -> np.ndarray:
+        return total(moving, steady, f)
+
+    def reached(f: float) -> np.ndarray:
+        """Which limits of ``limits`` are passed at ``f``."""
+        return np.array(
+            [
+                total(moving_lim[j], np.zeros(len(out)), f)[r] + steady_lim[j] > bound
+                for j, (_, r, bound, _) in enumerate(limits)
+            ],
+            dtype=bool,
+        )
 
     def over(f: float) -> bool:
-        return bool((used(f)[out] > 1.0).any())
+        return bool((used(f)[out] > 1.0).any()) or bool(reached(f).any())
 
     lo_f, hi_f = 0.0, 1.0
     first = _first_fill(moving, used(0.0), out)
+    for j, (_, r, bound, _) in enumerate(limits):
+        only = np.zeros(len(out), dtype=bool)
+        only[r] = True
+        start = total(moving_lim[j], np.zeros(len(out)), 0.0)
+        start[r] += steady_lim[j]
+        got = _first_fill(moving_lim[j], start, only, bound)
+        if got is not None:
+            first = got if first is None else min(first, got)
     if first is not None:  # the exact fraction; keep it if the sums agree on either side
         below = [f for f in (first, first * (1.0 - 1e-13), first * (1.0 - 1e-11)) if f >= 0.0]
         above = [first * (1.0 + 1e-13) + 1e-16, first * (1.0 + 1e-11) + 1e-14]
@@ -1644,13 +1696,20 @@ def _part_way(
             at_lo, at_hi = snap_lo[lv]["at"], snap_hi[lv]["at"]
             moved[lv]["at"] = at_lo + lo_f * (at_hi - at_lo)
     filled = out & (used(hi_f) > 1.0)
-    return moved, used(lo_f), filled if filled.any() else out
+    hits = reached(hi_f)
+    pairs = [(owner, r) for (owner, r, _, _), hit in zip(limits, hits, strict=True) if hit]
+    if not filled.any() and not pairs:
+        filled = out
+        pairs = [(owner, r) for owner, r, _, _ in limits]
+    return moved, used(lo_f), filled, pairs
 
 
-def _first_fill(moving: list[tuple], start: np.ndarray, out: np.ndarray) -> float | None:
-    """The lowest fraction ``f`` at which a resource of ``out`` fills (its sum reaches 1), the
-    moving leaves going from their levels ``lo`` to ``hi`` (``lo + f * (hi - lo)``); ``start`` is
-    the consumption at ``f = 0``. Every leaf's amount is piecewise linear in ``f`` (its floor, a
+def _first_fill(
+    moving: list[tuple], start: np.ndarray, out: np.ndarray, bound: float = 1.0
+) -> float | None:
+    """The lowest fraction ``f`` at which a resource of ``out`` fills (its sum reaches ``bound``),
+    the moving leaves going from their levels ``lo`` to ``hi`` (``lo + f * (hi - lo)``); ``start``
+    is the consumption at ``f = 0``. Every leaf's amount is piecewise linear in ``f`` (its floor, a
     ramp, its end), so the sums are too: sorted ramps give the crossing exactly. ``None`` where
     some level would fall."""
     if not moving:
@@ -1664,7 +1723,7 @@ def _first_fill(moving: list[tuple], start: np.ndarray, out: np.ndarray) -> floa
         return None
     best = np.inf
     for r in np.flatnonzero(out).tolist():
-        if start[r] >= 1.0:
+        if start[r] >= bound:
             return 0.0
         ar = a[:, r]
         ramp = (ar > 0.0) & (step > 0.0)
@@ -1683,12 +1742,12 @@ def _first_fill(moving: list[tuple], start: np.ndarray, out: np.ndarray) -> floa
         pos, change = pos[order], change[order]
         after = np.cumsum(change)
         value = start[r] + np.concatenate(([0.0], np.cumsum(after[:-1] * np.diff(pos))))
-        hit = np.flatnonzero(value >= 1.0)
+        hit = np.flatnonzero(value >= bound)
         if len(hit):
             k = int(hit[0])
-            f = pos[0] if k == 0 else pos[k - 1] + (1.0 - value[k - 1]) / after[k - 1]
+            f = pos[0] if k == 0 else pos[k - 1] + (bound - value[k - 1]) / after[k - 1]
         elif after[-1] > 0.0 and pos[-1] < 1.0:
-            f = pos[-1] + (1.0 - value[-1]) / after[-1]
+            f = pos[-1] + (bound - value[-1]) / after[-1]
         else:
             continue
         best = min(best, float(f))

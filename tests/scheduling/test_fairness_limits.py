@@ -29,7 +29,6 @@ def _amounts(result: dict[str, Allocation]) -> dict[str, dict[str, float]]:
 PATHS = ["fast", "reference"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: not fixed yet")
 @pytest.mark.parametrize("path", range(2), ids=PATHS)
 def test_a_department_limit_binds_on_a_team_two_levels_below_it(path):
     # Issue 28, case 1: t03 is stopped by the CPUs; t04 alone then grows on memory, which d01
@@ -56,7 +55,6 @@ def test_a_department_limit_binds_on_a_team_two_levels_below_it(path):
     assert result["t04"].reason == "saturated:mem"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: not fixed yet")
 @pytest.mark.parametrize("path", range(2), ids=PATHS)
 def test_a_department_grows_up_to_its_limit_while_the_resource_is_free(path):
     # Issue 28, case 2: once t07 has its memory, t08 is the only one growing, on disk; d05's
