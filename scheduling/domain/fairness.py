@@ -1030,6 +1030,10 @@ def _tree(
     row_depth = np.concatenate((depth, depth[own_rows] + 1))
     leaf_like = np.concatenate((~has_kids, np.ones(len(own_rows), dtype=bool)))
     weight = np.concatenate((problem.weight, np.full(len(own_rows), _OWN_DEMAND_WEIGHT)))
+    root_of = np.arange(n_rows)  # each row's root
+    while (row_parent[root_of] >= 0).any():
+        root_of = np.where(row_parent[root_of] >= 0, row_parent[root_of], root_of)
+    roots = (root_of, weight)
     demand = np.concatenate((problem.demand, problem.own_demand[own_rows])) / unit
     floor = np.concatenate((problem.floor, _own_floor(problem, own_rows))) / unit
     limit = np.concatenate((problem.limit, np.full((len(own_rows), n_res), np.inf))) / unit
@@ -1471,7 +1475,7 @@ def _tree(
                 }
                 limits.append((owner, int(r), float(int_lim[i, r]), under))
             snap_lo, s_lo, jumped, leapt_pairs = _part_way(
-                depths, before[0], snap_lo, jumped, before[1], s_lo, limits
+                depths, before[0], snap_lo, jumped, before[1], s_lo, roots, limits
             )
         for _ in range(0 if leapt or at_once else 200):
             gap = box[0] - s_lo
@@ -1547,7 +1551,7 @@ def _tree(
             out = (s_hi > box[0] + tol) & ~saturated
             pairs = fresh_hi
             if out.any() and snap_hi is not None:
-                snap_lo, s_lo, out, _ = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi)
+                snap_lo, s_lo, out, _ = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi, roots)
             elif pairs and snap_hi is not None:
                 # A limit that binds only at the top: the members below it leapt there (a
                 # resource bounding their group stopped growing) up to the limit, inside the
@@ -1602,6 +1606,7 @@ def _part_way(
     out: np.ndarray,
     s_lo: np.ndarray,
     s_hi: np.ndarray,
+    roots: tuple[np.ndarray, np.ndarray],
     limits: Sequence[tuple[int, int, float, dict[int, np.ndarray]]] = (),
 ) -> tuple[dict[int, dict[str, np.ndarray]], np.ndarray, np.ndarray, list[tuple[int, int]]]:
     """Levels between two states at (about) one water level, where a resource of ``out`` runs
@@ -1611,18 +1616,28 @@ def _part_way(
     Where a member's level jumps (the resources that bounded its group stopped growing), the
     consumption of a resource can leap past the capacity, or past an ancestor's limit, between
     two neighbouring levels. The leaves then move from their levels in ``snap_lo`` towards
-    those in ``snap_hi`` together, by the fraction (exact from the sorted ramps, halving as the
-    fallback) that fills the first resource of ``out`` or reaches the first limit; the members
-    drawing on what fills there freeze, and the others move on (the next probe finds where).
-    ``limits`` lists ``(owner, resource, limit, leaves)``, ``leaves`` per depth: which of its
-    leaf-like members are below ``owner``.
+    those in ``snap_hi``, and stop where the first resource of ``out`` fills or the first limit
+    is reached; the members drawing on what fills there freeze, and the others move on (the
+    next probe finds where). ``limits`` lists ``(owner, resource, limit, leaves)``, ``leaves``
+    per depth: which of its leaf-like members are below ``owner``.
+
+    The roots whose subtrees move *catch up* as H-DRF has them do once the resources that
+    bounded them are full: measured on the resources they grow on in the move (the others are
+    full or not wanted), the lowest dominant share per weight rises first, and those that meet
+    rise together by weight (``roots``: each row's root, each row's weight). A root's leaves
+    move together, by the fraction of the way at which the root's sums (linear along the way
+    between kinks) reach its weight times the catch-up level. A single root moving is the
+    plain fraction: exact from the leaves' sorted ramps, halving as the fallback.
     """
     if not (s_hi[out] > s_lo[out]).any() and not limits:
         return snap_lo, s_lo, out, []
-    steady = np.zeros(out.shape)
-    moving = []
+    root_of, weight = roots
+    n_res = len(out)
+    parts: list[tuple] = []
+    steady = np.zeros(n_res)
+    held_rows, held_amounts = [], []
+    under_parts: list[list[np.ndarray]] = [[] for _ in limits]
     steady_lim = np.zeros(len(limits))
-    moving_lim: list[list[tuple]] = [[] for _ in limits]
     for lv in snap_lo:
         d = depths[lv]
         if lv not in snap_hi or not len(d.leaf):
@@ -1630,48 +1645,144 @@ def _part_way(
         lo_at, hi_at = snap_lo[lv]["at"][d.leaf], snap_hi[lv]["at"][d.leaf]
         move = lo_at != hi_at
         still = ~move
+        rows = d.rows[d.leaf]
         held = np.maximum(d.g[still], d.a[still] * np.minimum(lo_at[still], d.end[still])[:, None])
         steady += held.sum(axis=0)
+        held_rows.append(rows[still])
+        held_amounts.append(held)
         for j, (_, r, _, under) in enumerate(limits):
             if lv in under:
                 steady_lim[j] += held[under[lv][still], r].sum()
-                sel = move & under[lv]
-                if sel.any():
-                    moving_lim[j].append((d.g[sel], d.a[sel], d.end[sel], lo_at[sel], hi_at[sel]))
-        if move.any():
-            moving.append((d.g[move], d.a[move], d.end[move], lo_at[move], hi_at[move]))
+                under_parts[j].append(under[lv][move])
+            else:
+                under_parts[j].append(np.zeros(int(move.sum()), dtype=bool))
+        parts.append((d.g[move], d.a[move], d.end[move], lo_at[move], hi_at[move], rows[move]))
+    g = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, n_res))
+    a = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, n_res))
+    e = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+    lo = np.concatenate([p[3] for p in parts]) if parts else np.zeros(0)
+    hi = np.concatenate([p[4] for p in parts]) if parts else np.zeros(0)
+    mrows = np.concatenate([p[5] for p in parts]) if parts else np.zeros(0, dtype=np.intp)
+    masks = [np.concatenate(m) if m else np.zeros(0, dtype=bool) for m in under_parts]
 
-    def total(parts: list[tuple], base: np.ndarray, f: float) -> np.ndarray:
-        used = base.copy()
-        for g, a, end, lo_at, hi_at in parts:
-            lvl = lo_at + f * (hi_at - lo_at)
-            used += np.maximum(g, a * np.minimum(lvl, end)[:, None]).sum(axis=0)
-        return used
+    def amounts(f: np.ndarray | float) -> np.ndarray:
+        return np.maximum(g, a * np.minimum(lo + f * (hi - lo), e)[:, None])
 
-    def used(f: float) -> np.ndarray:
-        return total(moving, steady, f)
-
-    def reached(f: float) -> np.ndarray:
-        """Which limits of ``limits`` are passed at ``f``."""
+    def passed(x: np.ndarray, within: float = 0.0) -> np.ndarray:
+        """Which limits of ``limits`` the moving leaves' amounts ``x`` pass (or come
+        ``within`` that much of, relative)."""
         return np.array(
             [
-                total(moving_lim[j], np.zeros(len(out)), f)[r] + steady_lim[j] > bound
-                for j, (_, r, bound, _) in enumerate(limits)
+                x[mask, r].sum() + steady_lim[j] > bound * (1.0 - within)
+                for j, ((_, r, bound, _), mask) in enumerate(zip(limits, masks, strict=True))
             ],
             dtype=bool,
         )
 
-    def over(f: float) -> bool:
-        return bool((used(f)[out] > 1.0).any()) or bool(reached(f).any())
+    def excess(f: np.ndarray | float) -> float:
+        """How far the most filled resource of ``out`` or limit of ``limits`` is over (> 0) or
+        short of (<= 0) its capacity or limit, the leaves at fractions ``f``."""
+        x = amounts(f)
+        most = float((steady + x.sum(axis=0) - 1.0)[out].max(initial=-np.inf))
+        for j, ((_, r, bound, _), mask) in enumerate(zip(limits, masks, strict=True)):
+            most = max(most, float(x[mask, r].sum() + steady_lim[j] - bound))
+        return most
 
+    def over(f: np.ndarray | float) -> bool:
+        x = amounts(f)
+        return bool((steady + x.sum(axis=0) > 1.0)[out].any()) or bool(passed(x).any())
+
+    # The moving roots, and each moving leaf's place among them.
+    top, place = np.unique(root_of[mrows], return_inverse=True)
+    if len(top) > 1:
+        # Each moving root's sums at both ends of the way (all its leaves, moving or not).
+        x0, x1 = amounts(0.0), amounts(1.0)
+        s0 = np.zeros((len(top), n_res))
+        np.add.at(s0, place, x0)
+        for rows, held in zip(held_rows, held_amounts, strict=True):
+            at = np.searchsorted(top, root_of[rows])
+            inside = (at < len(top)) & (top[np.minimum(at, len(top) - 1)] == root_of[rows])
+            np.add.at(s0, at[inside], held[inside])
+        grow = np.zeros((len(top), n_res))
+        np.add.at(grow, place, x1 - x0)
+        w = weight[top][:, None]
+        # Resources full at the end of the way (and not over) count no more, as H-DRF ignores
+        # saturated resources: the catch-up is measured on the others.
+        rising = (grow > 0.0) & (out | (s_hi < 1.0 - _EPS))[None, :]
+        start = np.where(rising, s0 / w, -np.inf).max(axis=1)  # where each root starts
+        start = np.where(rising.any(axis=1), start, np.inf)
+        stop = np.where(rising, (s0 + grow) / w, -np.inf).max(axis=1)
+
+        def fractions(u: float) -> np.ndarray:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                each = np.where(rising, (w * u - s0) / np.where(rising, grow, 1.0), np.inf)
+            f = np.clip(each.min(axis=1), 0.0, 1.0)
+            return np.where(rising.any(axis=1), f, 1.0)[place]
+
+        u_lo = float(start[np.isfinite(start)].min(initial=0.0))
+        u_hi = float(stop[np.isfinite(stop)].max(initial=u_lo))
+        e_lo, e_hi = excess(fractions(u_lo)), excess(fractions(u_hi))
+        if e_lo > 0.0 or not e_hi > 0.0:
+            u_lo = u_hi = None  # not a catch-up of the usual kind: the plain fraction below
+        else:
+            # The excess is piecewise linear and rising in the catch-up level: regula falsi
+            # (Illinois: the end that stays has its value halved) to 1e-13, halving where a
+            # step would not fall inside.
+            side = 0
+            for _ in range(100):
+                if u_hi - u_lo <= 1e-13 * u_hi or e_lo >= -_TOL:
+                    break
+                cand = u_hi - e_hi * (u_hi - u_lo) / (e_hi - e_lo)
+                if not u_lo < cand < u_hi:
+                    cand = 0.5 * (u_lo + u_hi)
+                    if not u_lo < cand < u_hi:
+                        break
+                got = excess(fractions(cand))
+                if got > 0.0:
+                    u_hi, e_hi = cand, got
+                    if side == 1:
+                        e_lo *= 0.5
+                    side = 1
+                else:
+                    u_lo, e_lo = cand, got
+                    if side == -1:
+                        e_hi *= 0.5
+                    side = -1
+        if u_lo is not None:
+            f_lo = fractions(u_lo)
+            moved = {lv: dict(values) for lv, values in snap_lo.items()}
+            fraction_of = np.zeros(len(root_of))
+            fraction_of[mrows] = f_lo
+            for lv in snap_lo:
+                if lv in snap_hi and len(depths[lv].leaf):
+                    d = depths[lv]
+                    at_lo, at_hi = snap_lo[lv]["at"], snap_hi[lv]["at"]
+                    f_all = np.zeros(len(at_lo))
+                    f_all[d.leaf] = fraction_of[d.rows[d.leaf]]
+                    moved[lv]["at"] = at_lo + f_all * (at_hi - at_lo)
+            x_lo = amounts(f_lo)
+            if e_lo < -_TOL:  # what fills: over just above
+                x_hi = amounts(fractions(u_hi))
+                filled = out & (steady + x_hi.sum(axis=0) > 1.0)
+                hits = passed(x_hi)
+            else:  # or full (to _TOL) where the leaves stop
+                filled = out & (steady + x_lo.sum(axis=0) >= 1.0 - _TOL)
+                hits = passed(x_lo, _TOL)
+            pairs = [(o, r) for (o, r, _, _), hit in zip(limits, hits, strict=True) if hit]
+            if not filled.any() and not pairs:
+                filled = out
+                pairs = [(o, r) for o, r, _, _ in limits]
+            return moved, steady + x_lo.sum(axis=0), filled, pairs
+
+    moving = [(g, a, e, lo, hi)] if len(lo) else []
     lo_f, hi_f = 0.0, 1.0
-    first = _first_fill(moving, used(0.0), out)
-    for j, (_, r, bound, _) in enumerate(limits):
-        only = np.zeros(len(out), dtype=bool)
+    first = _first_fill(moving, steady + amounts(0.0).sum(axis=0), out)
+    for j, ((_, r, bound, _), mask) in enumerate(zip(limits, masks, strict=True)):
+        only = np.zeros(n_res, dtype=bool)
         only[r] = True
-        start = total(moving_lim[j], np.zeros(len(out)), 0.0)
-        start[r] += steady_lim[j]
-        got = _first_fill(moving_lim[j], start, only, bound)
+        start_r = amounts(0.0)[mask].sum(axis=0)
+        start_r[r] += steady_lim[j]
+        got = _first_fill([(g[mask], a[mask], e[mask], lo[mask], hi[mask])], start_r, only, bound)
         if got is not None:
             first = got if first is None else min(first, got)
     if first is not None:  # the exact fraction; keep it if the sums agree on either side
@@ -1695,13 +1806,14 @@ def _part_way(
         if lv in snap_hi:
             at_lo, at_hi = snap_lo[lv]["at"], snap_hi[lv]["at"]
             moved[lv]["at"] = at_lo + lo_f * (at_hi - at_lo)
-    filled = out & (used(hi_f) > 1.0)
-    hits = reached(hi_f)
-    pairs = [(owner, r) for (owner, r, _, _), hit in zip(limits, hits, strict=True) if hit]
+    x_hi = amounts(hi_f)
+    filled = out & (steady + x_hi.sum(axis=0) > 1.0)
+    hits = passed(x_hi)
+    pairs = [(o, r) for (o, r, _, _), hit in zip(limits, hits, strict=True) if hit]
     if not filled.any() and not pairs:
         filled = out
-        pairs = [(owner, r) for owner, r, _, _ in limits]
-    return moved, used(lo_f), filled, pairs
+        pairs = [(o, r) for o, r, _, _ in limits]
+    return moved, steady + amounts(lo_f).sum(axis=0), filled, pairs
 
 
 def _first_fill(

@@ -79,7 +79,6 @@ def test_a_department_grows_up_to_its_limit_while_the_resource_is_free(path):
     assert result["t07"].reason == "demand-met"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: not fixed yet")
 @pytest.mark.parametrize("path", range(2), ids=PATHS)
 def test_two_departments_catching_up_at_once_split_the_scarce_resource_by_weight(path):
     # Issue 28, case 3: when memory and GPUs are full, d17 holds disk 1/3 and d21 disk 1/2;
