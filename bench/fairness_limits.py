@@ -85,7 +85,13 @@ def make_problem(
 
     for _ in range(rng.randint(2, 4)):
         node(None, 0)
-    return capacity, [Tenant(**t) for t in tenants]
+    problem = [Tenant(**t) for t in tenants]
+    if guarantees:
+        try:
+            fairness._validate(capacity, problem, ())
+        except fairness.ProblemError:  # a guarantee over a limit on its path: none then
+            problem = [Tenant(**{**t, "guarantee": {}}) for t in tenants]
+    return capacity, problem
 
 
 def problem_json(capacity: dict[str, float], tenants: list[Tenant]) -> str:

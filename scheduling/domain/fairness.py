@@ -1725,31 +1725,20 @@ def _part_way(
         if e_lo > 0.0 or not e_hi > 0.0:
             u_lo = u_hi = None  # not a catch-up of the usual kind: the plain fraction below
         else:
-            # The excess is piecewise linear and rising in the catch-up level: regula falsi
-            # (Illinois: the end that stays has its value halved) to 1e-13, halving where a
-            # step would not fall inside.
-            side = 0
-            for _ in range(100):
-                if u_hi - u_lo <= 1e-13 * u_hi or e_lo >= -_TOL:
-                    break
-                cand = u_hi - e_hi * (u_hi - u_lo) / (e_hi - e_lo)
-                if not u_lo < cand < u_hi:
-                    cand = 0.5 * (u_lo + u_hi)
-                    if not u_lo < cand < u_hi:
-                        break
-                got = excess(fractions(cand))
-                if got > 0.0:
-                    u_hi, e_hi = cand, got
-                    if side == 1:
-                        e_lo *= 0.5
-                    side = 1
-                else:
-                    u_lo, e_lo = cand, got
-                    if side == -1:
-                        e_hi *= 0.5
-                    side = -1
+            # The excess is piecewise linear and rising in the catch-up level (_rise_to_zero).
+            u_lo, u_hi, e_lo, e_hi = _rise_to_zero(
+                lambda u: excess(fractions(u)), u_lo, u_hi, e_lo, e_hi
+            )
         if u_lo is not None:
-            f_lo = fractions(u_lo)
+            f_lo, f_hi = fractions(u_lo), fractions(u_hi)
+            if e_lo < -_TOL:
+                # Short below, over above: roots whose move does not raise their share on what
+                # they grow on (a tie) move all at once there, by one fraction of their way.
+                step = f_hi - f_lo
+                phi_lo, phi_hi, e_lo, e_hi = _rise_to_zero(
+                    lambda phi: excess(f_lo + phi * step), 0.0, 1.0, e_lo, e_hi
+                )
+                f_lo, f_hi = f_lo + phi_lo * step, f_lo + phi_hi * step
             moved = {lv: dict(values) for lv, values in snap_lo.items()}
             fraction_of = np.zeros(len(root_of))
             fraction_of[mrows] = f_lo
@@ -1762,7 +1751,7 @@ def _part_way(
                     moved[lv]["at"] = at_lo + f_all * (at_hi - at_lo)
             x_lo = amounts(f_lo)
             if e_lo < -_TOL:  # what fills: over just above
-                x_hi = amounts(fractions(u_hi))
+                x_hi = amounts(f_hi)
                 filled = out & (steady + x_hi.sum(axis=0) > 1.0)
                 hits = passed(x_hi)
             else:  # or full (to _TOL) where the leaves stop
@@ -1814,6 +1803,36 @@ def _part_way(
         filled = out
         pairs = [(o, r) for o, r, _, _ in limits]
     return moved, steady + amounts(lo_f).sum(axis=0), filled, pairs
+
+
+def _rise_to_zero(
+    excess: Any, lo: float, hi: float, e_lo: float, e_hi: float
+) -> tuple[float, float, float, float]:
+    """Narrow ``[lo, hi]`` (``excess(lo) = e_lo <= 0 < e_hi = excess(hi)``, ``excess`` rising)
+    to where ``excess`` turns positive: to 1e-13 relative, or until ``e_lo`` is within
+    ``_TOL`` of zero. Regula falsi, Illinois-style (the end that stays has its value halved),
+    halving where a step would not fall inside; return ``lo, hi, excess(lo), excess(hi)``."""
+    side = 0
+    for _ in range(100):
+        if hi - lo <= 1e-13 * hi or e_lo >= -_TOL:
+            break
+        cand = hi - e_hi * (hi - lo) / (e_hi - e_lo)
+        if not lo < cand < hi:
+            cand = 0.5 * (lo + hi)
+            if not lo < cand < hi:
+                break
+        got = excess(cand)
+        if got > 0.0:
+            hi, e_hi = cand, got
+            if side == 1:
+                e_lo *= 0.5
+            side = 1
+        else:
+            lo, e_lo = cand, got
+            if side == -1:
+                e_hi *= 0.5
+            side = -1
+    return lo, hi, e_lo, e_hi
 
 
 def _first_fill(
