@@ -39,12 +39,12 @@ PARETO = 1e-7
 
 
 def make_problem(
-    rng: random.Random, *, guarantees: bool = False
+    rng: random.Random, *, guarantees: bool = False, depths: tuple[int, ...] = (2, 3)
 ) -> tuple[dict[str, float], list[Tenant]]:
-    """A random 2-3-level hierarchy with limits at every level."""
+    """A random hierarchy of one of ``depths`` levels with limits at every level."""
     resources = rng.sample(RESOURCES, rng.randint(2, 4))
     capacity = {r: float(rng.choice((1, 2, 3, 10, 24, 100))) for r in resources}
-    depth = rng.choice((2, 3))
+    depth = rng.choice(depths)
     tenants: list[dict] = []
     counter = iter(range(1, 10_000))
 
@@ -172,10 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--problems", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--guarantees", action="store_true")
+    parser.add_argument("--levels", default="2,3", help="depths to draw from, e.g. 2 or 2,3")
     parser.add_argument("--reference", action="store_true", help="also the nested-search path")
     parser.add_argument("--show", type=int, default=3, help="offending problems to print")
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
+    depths = tuple(int(x) for x in args.levels.split(","))
     paths = [("default", fairness._solve)]
     if args.reference:
         paths.append(("reference", fairness._solve_hierarchy_reference))
@@ -183,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     shown = 0
     start = time.perf_counter()
     for _ in range(args.problems):
-        capacity, tenants = make_problem(rng, guarantees=args.guarantees)
+        capacity, tenants = make_problem(rng, guarantees=args.guarantees, depths=depths)
         for path, solver in paths:
             result = solver(fairness._validate(capacity, tenants, ()))
             for kind, check in (("limit", limit_violations), ("pareto", pareto_violations)):

@@ -6,12 +6,19 @@ crossings for the deepest groups) and by the reference path (the nested search e
 
 from __future__ import annotations
 
-import pytest
+import random
+from dataclasses import replace
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.fairness_limits import limit_violations, make_problem, pareto_violations
 from scheduling.domain import fairness
-from scheduling.domain.fairness import Allocation
+from scheduling.domain.fairness import Allocation, Tenant
 
 TOL = 1e-9
+GPU = "nvidia.com/gpu"
 
 
 def _solve_both(problem: dict) -> list[dict[str, Allocation]]:
@@ -137,3 +144,133 @@ def test_a_departments_own_floor_is_what_its_childrens_floors_leave(path):
 
     assert result["d1"].resources["nvidia.com/gpu"] == 50
     assert result["d2"].resources["nvidia.com/gpu"] == 50
+
+
+# ---------------------------------------------------------------- properties
+
+SOLVERS = [fairness._solve, fairness._solve_hierarchy_reference]
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(st.integers(0, 2**32), st.booleans())
+def test_no_tenant_or_department_exceeds_its_limit(seed, guarantees):
+    # Random 2-3-level hierarchies with limits at every level (bench/fairness_limits.py runs the
+    # same checks on 10,000 of them): no tenant or department over its limit or the capacity.
+    capacity, tenants = make_problem(random.Random(seed), guarantees=guarantees)
+    result = fairness._solve(fairness._validate(capacity, tenants, ()))
+
+    assert limit_violations(capacity, tenants, result) == []
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(st.integers(0, 2**32))
+def test_nothing_idles_that_a_short_team_could_use_below_limited_departments(seed):
+    # Two levels (departments and teams), limits at both: no team short of its demand and its
+    # limit could be raised with the leftovers that every limit on its path still allows
+    # (Pareto efficiency under limits). Three levels: see the known gap below.
+    capacity, tenants = make_problem(random.Random(seed), depths=(2,))
+    result = fairness._solve(fairness._validate(capacity, tenants, ()))
+
+    assert pareto_violations(capacity, tenants, result) == []
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(0, 2**32))
+def test_the_reference_path_holds_the_limits_and_wastes_nothing_too(seed):
+    capacity, tenants = make_problem(random.Random(seed), depths=(2,))
+    result = fairness._solve_hierarchy_reference(fairness._validate(capacity, tenants, ()))
+
+    assert limit_violations(capacity, tenants, result) == []
+    assert pareto_violations(capacity, tenants, result) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: a middle department waiting on a resource "
+    "it no longer grows on, below a department whose limit caps its box",
+)
+@pytest.mark.parametrize("path", range(2), ids=PATHS)
+def test_a_team_below_a_waiting_middle_department_is_not_left_short(path):
+    # Three levels (make_problem(Random(0))): d20 holds CPU that its teams no longer grow on,
+    # above what its level in d17 allows, so it waits for that level to pass it; its sibling
+    # d18 is frozen (disk full) and d17's box stops at its GPU limit, so the level never gets
+    # there, and t21 keeps 1.94 GPUs of the 7 that d17's limit leaves (the old solver too).
+    capacity, tenants = make_problem(random.Random(0))
+    result = SOLVERS[path](fairness._validate(capacity, tenants, ()))
+
+    assert pareto_violations(capacity, tenants, result) == []
+
+
+@st.composite
+def catching_up(draw):
+    """Departments whose GPU team and disk team grow until the GPUs run out; the disk is then
+    left to the disk teams, each department starting from what it holds: ``(weights, held)``
+    with the problem."""
+    n = draw(st.integers(2, 4))
+    weights = [draw(st.sampled_from((0.5, 1.0, 2.0, 3.0))) for _ in range(n)]
+    tenants = []
+    held = []
+    total = sum(weights)
+    for i, w in enumerate(weights):
+        a = draw(st.sampled_from((1.0, 2.0, 3.0, 4.0)))  # the GPU team's weight
+        b = draw(st.sampled_from((0.25, 0.5, 1.0))) * a  # the disk team's, at most that
+        tenants += [
+            Tenant(f"d{i}", demand={}, weight=w),
+            Tenant(f"d{i}-gpu", demand={GPU: 10.0}, weight=a, parent=f"d{i}"),
+            Tenant(f"d{i}-disk", demand={"disk": 10.0}, weight=b, parent=f"d{i}"),
+        ]
+        # The GPUs run out at water level 1 / total: each department holds w / total of them,
+        # and b / a of that in disk.
+        held.append(b / a * w / total)
+    return {GPU: 1.0, "disk": 1.0}, tenants, weights, held
+
+
+def _water_fill(weights: list[float], held: list[float], capacity: float) -> list[float]:
+    """Each keeps what it holds; the rest goes to the lowest ``amount / weight`` first."""
+    lo, hi = 0.0, capacity / min(weights) + max(held)
+    for _ in range(200):
+        u = 0.5 * (lo + hi)
+        if sum(max(h, w * u) for w, h in zip(weights, held, strict=True)) > capacity:
+            hi = u
+        else:
+            lo = u
+    return [max(h, w * lo) for w, h in zip(weights, held, strict=True)]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(catching_up(), st.sampled_from(range(2)))
+def test_departments_catching_up_at_once_split_by_weight(problem, path):
+    capacity, tenants, weights, held = problem
+    if sum(held) >= 1.0 - 1e-9:
+        return  # the disk ran out first: nothing to catch up
+    result = SOLVERS[path](fairness._validate(capacity, tenants, ()))
+
+    want = _water_fill(weights, held, 1.0)
+    got = [result[f"d{i}"].resources["disk"] for i in range(len(weights))]
+    assert got == pytest.approx(want, abs=1e-9)
+    assert sum(result[f"d{i}"].resources[GPU] for i in range(len(weights))) == pytest.approx(1.0)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(catching_up(), st.data())
+def test_over_reporting_does_not_pay_when_departments_catch_up(problem, data):
+    # Strategy-proofness spot check (no guarantees): a team that asks for more of what it
+    # wants, or for something it does not need, never ends up with more of what it needs.
+    capacity, tenants, _, _ = problem
+    liar = data.draw(st.sampled_from([t for t in tenants if t.parent]))
+    extra = data.draw(st.sampled_from(sorted(capacity)))
+    factor = data.draw(st.sampled_from((1.1, 2.0, 10.0)))
+    lie = dict(liar.demand)
+    lie[extra] = lie.get(extra, 0.5) * factor
+    honest = fairness._solve(fairness._validate(capacity, tenants, ()))
+    lying = fairness._solve(
+        fairness._validate(
+            capacity, [replace(t, demand=lie) if t is liar else t for t in tenants], ()
+        )
+    )
+
+    def progress(result):
+        got = result[liar.name].resources
+        return min(min(got[r], v) / v for r, v in liar.demand.items())
+
+    assert progress(lying) <= progress(honest) * (1 + 1e-9) + 1e-12
