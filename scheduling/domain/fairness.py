@@ -1335,6 +1335,7 @@ def _tree(
         if record:
             trace[level]["pinned"] = pinned & ~capped & rising.any(axis=1)
             trace[level]["above"] = above
+            trace[level]["hi"] = hi
         return s_lo, ds_lo, star, dstar
 
     def closed(
@@ -1382,6 +1383,54 @@ def _tree(
         for level, values in snap.items():
             if "lo" in values:
                 depths[level].mu_lo = values["lo"]
+
+    def pinned_past_limit(snap: dict[int, dict[str, np.ndarray]], s_top: np.ndarray):
+        """Where the water level can rise no more: the groups pinned below a jump (see
+        :func:`solve`) whose sums just past it pass a limit of their parent not yet reached.
+        A parent's box stops at its limit, so the box never passes those sums and the group
+        would wait there for ever, its members short. Return :func:`_part_way` from ``snap``
+        towards the state where the shallowest such groups stand just past their jumps, with
+        those limits; ``None`` if there are none."""
+        for level in range(1, max_depth + 1):
+            values = snap.get(level, {})
+            pinned = values.get("pinned")
+            if pinned is None or not pinned.any() or "hi" not in values:
+                continue
+            up = depths[level - 1]
+            owners = up.rows[up.ints]
+            found = []
+            for g in np.flatnonzero(pinned).tolist():
+                owner = int(owners[g])
+                lim = limit[owner]
+                past = (
+                    np.isfinite(lim)
+                    & (values["above"][g] > lim * (1.0 + _TOL) + 1e-300)
+                    & ~done_pairs[int_index[owner]]
+                )
+                found += [(g, owner, int(r), float(lim[r])) for r in np.flatnonzero(past)]
+            if not found:
+                continue
+            mu = values["mu"].copy()
+            groups = sorted({g for g, _, _, _ in found})
+            mu[groups] = values["hi"][groups]
+            kept = {lv: v for lv, v in trace.items()}
+            trace.clear()
+            evaluate(level, mu, True)
+            moved = {lv: dict(v) for lv, v in trace.items()}
+            trace.clear()
+            trace.update(kept)
+            snap_leap = {lv: moved.get(lv, v) for lv, v in snap.items()}
+            limits = []
+            for _, owner, r, bound in found:
+                under = {
+                    lv: _under(depths[lv].rows[depths[lv].leaf], owner, row_parent)
+                    for lv in range(max_depth + 1)
+                    if len(depths[lv].leaf)
+                }
+                limits.append((owner, r, bound, under))
+            none = np.zeros(n_res, dtype=bool)
+            return _part_way(depths, snap, snap_leap, none, s_top, s_top, roots, limits)
+        return None
 
     saturated = ~pos.copy()
     triggered: set[tuple[int, int]] = set()
@@ -1446,6 +1495,7 @@ def _tree(
         # group's own level, which cannot fall back where the leap went over).
         passed = open_pairs & (inner_lo[0] > int_lim * (1.0 + tol) + 1e-300)
         leapt = bool(jumped.any() or passed.any()) and before is not None
+        resolved = False
         snap_hi = None
         # An internal member's limit already reached where the level stands (a child's floor
         # equal to its ancestor's limit, a limit of 0) binds at once: nothing rises into it,
@@ -1459,12 +1509,19 @@ def _tree(
         if not leapt and not at_once:  # is anything left to stop below the top level?
             s_hi, _, fresh_hi, snap_top, _ = probe(t_hi)
             if not ((s_hi > box[0] + tol).any() or fresh_hi):
-                final = snap_top
-                break
+                leap = pinned_past_limit(snap_top, s_hi)
+                if leap is None:
+                    final = snap_top
+                    break
+                # A group pinned below a jump whose box cannot grow past its parent's limit:
+                # the leap is taken part of the way, to the limit (as a leap at an event).
+                t_lo = t_hi
+                snap_lo, s_lo, jumped, leapt_pairs = leap
+                leapt = resolved = True
             snap_hi = snap_top
         else:
             s_hi, fresh_hi = s_lo, []
-        if leapt:
+        if leapt and not resolved:
             limits = []
             for i, r in zip(*np.nonzero(passed), strict=True):
                 owner = int(int_rows[i])

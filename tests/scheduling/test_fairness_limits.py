@@ -167,7 +167,7 @@ def test_no_tenant_or_department_exceeds_its_limit(seed, guarantees):
 def test_nothing_idles_that_a_short_team_could_use_below_limited_departments(seed):
     # Two levels (departments and teams), limits at both: no team short of its demand and its
     # limit could be raised with the leftovers that every limit on its path still allows
-    # (Pareto efficiency under limits). Three levels: see the known gap below.
+    # (Pareto efficiency under limits). Three levels: the soak (bench/fairness_limits.py).
     capacity, tenants = make_problem(random.Random(seed), depths=(2,))
     result = fairness._solve(fairness._validate(capacity, tenants, ()))
 
@@ -184,17 +184,14 @@ def test_the_reference_path_holds_the_limits_and_wastes_nothing_too(seed):
     assert pareto_violations(capacity, tenants, result) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: a middle department waiting on a resource "
-    "it no longer grows on, below a department whose limit caps its box",
-)
 @pytest.mark.parametrize("path", range(2), ids=PATHS)
 def test_a_team_below_a_waiting_middle_department_is_not_left_short(path):
     # Three levels (make_problem(Random(0))): d20 holds CPU that its teams no longer grow on,
     # above what its level in d17 allows, so it waits for that level to pass it; its sibling
-    # d18 is frozen (disk full) and d17's box stops at its GPU limit, so the level never gets
-    # there, and t21 keeps 1.94 GPUs of the 7 that d17's limit leaves (the old solver too).
+    # d18 is frozen (disk full) and d17's box stops at its GPU limit, so the level never got
+    # there, and t21 kept 1.94 GPUs of the 7 that d17's limit leaves (the old solver too).
+    # Now the wait ends where the level can rise no more: d20 leaps part of the way, to d17's
+    # limit.
     capacity, tenants = make_problem(random.Random(0))
     result = SOLVERS[path](fairness._validate(capacity, tenants, ()))
 
