@@ -106,7 +106,18 @@ the expensive part of the searches, and each is handled where it shows:
   (:func:`_first_fill`; halving as the fallback); only the members drawing on the resources that
   fill there freeze, the others move on at the next probe;
 * the water level's tangents halve after three steps in a row that close less than half of the
-  gap (a slope overestimated), and a search's chord halves after two steps that stay within.
+  gap (a slope overestimated), and a search's chord halves after two steps that stay within;
+* a leap past an internal member's *limit* is moved part of the way in the same manner, to
+  where the first limit is reached: after an event's freezes (the group found over its
+  parent's limit where it stands), at the top of a bracket (the state at the top, where the box
+  holds the limit, is taken), and where the water level can rise no more while a group stays
+  pinned below a jump that would pass its parent's limit (the box stops at the limit and never
+  passes the sums above the jump);
+* roots that leap at once *catch up by weight*: on the resources each grows on in the move
+  (full ones ignored, as H-DRF ignores saturated resources), a catch-up level ``u`` puts each at
+  ``max(what it holds, w u)`` along its own way, and ``u`` is found where the first resource
+  fills (regula falsi); roots whose move leaves that share unchanged (a tie) move by one common
+  fraction.
 
 The nested search without the closed form is kept as :func:`_solve_hierarchy_reference`.
 Cost: about ``R`` events plus leaps (here 7 at 10,000 tenants), each a few probes on ``t`` (31
