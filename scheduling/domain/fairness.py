@@ -1765,14 +1765,12 @@ def _part_way(
     if len(top) > 1:
         # Each moving root's sums at both ends of the way (all its leaves, moving or not).
         x0, x1 = amounts(0.0), amounts(1.0)
-        s0 = np.zeros((len(top), n_res))
-        np.add.at(s0, place, x0)
+        s0 = _sum_rows(place, x0, len(top))
         for rows, held in zip(held_rows, held_amounts, strict=True):
             at = np.searchsorted(top, root_of[rows])
             inside = (at < len(top)) & (top[np.minimum(at, len(top) - 1)] == root_of[rows])
-            np.add.at(s0, at[inside], held[inside])
-        grow = np.zeros((len(top), n_res))
-        np.add.at(grow, place, x1 - x0)
+            s0 += _sum_rows(at[inside], held[inside], len(top))
+        grow = _sum_rows(place, x1 - x0, len(top))
         w = weight[top][:, None]
         # Resources full at the end of the way (and not over) count no more, as H-DRF ignores
         # saturated resources: the catch-up is measured on the others.
@@ -1871,6 +1869,14 @@ def _part_way(
         filled = out
         pairs = [(o, r) for o, r, _, _ in limits]
     return moved, steady + amounts(lo_f).sum(axis=0), filled, pairs
+
+
+def _sum_rows(index: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """``rows`` summed by ``index`` into ``n`` rows (``np.add.at``, a column at a time)."""
+    out = np.zeros((n, rows.shape[1]))
+    for r in range(rows.shape[1]):
+        out[:, r] = np.bincount(index, weights=rows[:, r], minlength=n)
+    return out
 
 
 def _rise_to_zero(
