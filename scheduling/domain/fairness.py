@@ -1619,6 +1619,14 @@ def _tree(
             out = (s_hi > box[0] + tol) & ~saturated
             pairs = fresh_hi
             if out.any() and snap_hi is not None:
+                # Leaps within _EPS of the same level are one catch-up (a tie found a few ulps
+                # apart): the way's end is taken that much above the bracket's top.
+                lift = t_hi * (1.0 + _EPS)
+                if lift < float(top.mu_max[0]):
+                    s_up, _, fresh_up, snap_up, _ = probe(lift)
+                    if not fresh_up:
+                        s_hi, snap_hi = s_up, snap_up
+                        out = (s_hi > box[0] + tol) & ~saturated
                 snap_lo, s_lo, out, _ = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi, roots)
             elif pairs and snap_hi is not None:
                 # A limit that binds only at the top: the members below it leapt there (a
@@ -1774,7 +1782,9 @@ def _part_way(
         w = weight[top][:, None]
         # Resources full at the end of the way (and not over) count no more, as H-DRF ignores
         # saturated resources: the catch-up is measured on the others.
-        rising = (grow > 0.0) & (out | (s_hi < 1.0 - _EPS))[None, :]
+        # (A growth within _EPS of the capacity is a member that meets its demand at this very
+        # level, a few ulps later: not something the root grows on.)
+        rising = (grow > _EPS) & (out | (s_hi < 1.0 - _EPS))[None, :]
         start = np.where(rising, s0 / w, -np.inf).max(axis=1)  # where each root starts
         start = np.where(rising.any(axis=1), start, np.inf)
         stop = np.where(rising, (s0 + grow) / w, -np.inf).max(axis=1)

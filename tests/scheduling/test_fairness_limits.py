@@ -200,26 +200,29 @@ def test_a_team_below_a_waiting_middle_department_is_not_left_short(path):
 
 @st.composite
 def catching_up(draw):
-    """Departments whose GPU team and disk team grow until the GPUs run out; the disk is then
-    left to the disk teams, each department starting from what it holds: ``(weights, held)``
-    with the problem."""
+    """Departments, each with a team on a resource of its own and a disk team, whose own teams
+    meet their demands at one water level; each department then leaps on the disk, and the
+    leaps pass the disk's capacity: ``(capacity, tenants, weights, held)``, ``held`` the disk
+    each department holds when the leaps start."""
     n = draw(st.integers(2, 4))
     weights = [draw(st.sampled_from((0.5, 1.0, 2.0, 3.0))) for _ in range(n)]
+    top = max(weights)
+    capacity = {"disk": 1.0}
     tenants = []
     held = []
-    total = sum(weights)
     for i, w in enumerate(weights):
-        a = draw(st.sampled_from((1.0, 2.0, 3.0, 4.0)))  # the GPU team's weight
-        b = draw(st.sampled_from((0.25, 0.5, 1.0))) * a  # the disk team's, at most that
+        a = draw(st.sampled_from((1.0, 2.0, 3.0, 4.0)))  # the own team's weight
+        b = draw(st.sampled_from((0.1, 0.25, 0.5, 1.0))) * a  # the disk team's, at most that
+        capacity[f"x{i}"] = 1.0
+        # The own team's demand is met at water level 1 / top, where the department's dominant
+        # share (on x{i}) is w / top; the disk team then holds b / a of that.
         tenants += [
             Tenant(f"d{i}", demand={}, weight=w),
-            Tenant(f"d{i}-gpu", demand={GPU: 10.0}, weight=a, parent=f"d{i}"),
+            Tenant(f"d{i}-own", demand={f"x{i}": w / top}, weight=a, parent=f"d{i}"),
             Tenant(f"d{i}-disk", demand={"disk": 10.0}, weight=b, parent=f"d{i}"),
         ]
-        # The GPUs run out at water level 1 / total: each department holds w / total of them,
-        # and b / a of that in disk.
-        held.append(b / a * w / total)
-    return {GPU: 1.0, "disk": 1.0}, tenants, weights, held
+        held.append(b / a * w / top)
+    return capacity, tenants, weights, held
 
 
 def _water_fill(weights: list[float], held: list[float], capacity: float) -> list[float]:
@@ -245,7 +248,6 @@ def test_departments_catching_up_at_once_split_by_weight(problem, path):
     want = _water_fill(weights, held, 1.0)
     got = [result[f"d{i}"].resources["disk"] for i in range(len(weights))]
     assert got == pytest.approx(want, abs=1e-9)
-    assert sum(result[f"d{i}"].resources[GPU] for i in range(len(weights))) == pytest.approx(1.0)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
