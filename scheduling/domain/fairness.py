@@ -106,7 +106,18 @@ the expensive part of the searches, and each is handled where it shows:
   (:func:`_first_fill`; halving as the fallback); only the members drawing on the resources that
   fill there freeze, the others move on at the next probe;
 * the water level's tangents halve after three steps in a row that close less than half of the
-  gap (a slope overestimated), and a search's chord halves after two steps that stay within.
+  gap (a slope overestimated), and a search's chord halves after two steps that stay within;
+* a leap past an internal member's *limit* is moved part of the way in the same manner, to
+  where the first limit is reached: after an event's freezes (the group found over its
+  parent's limit where it stands), at the top of a bracket (the state at the top, where the box
+  holds the limit, is taken), and where the water level can rise no more while a group stays
+  pinned below a jump that would pass its parent's limit (the box stops at the limit and never
+  passes the sums above the jump);
+* roots that leap at once *catch up by weight*: on the resources each grows on in the move
+  (full ones ignored, as H-DRF ignores saturated resources), a catch-up level ``u`` puts each at
+  ``max(what it holds, w u)`` along its own way, and ``u`` is found where the first resource
+  fills (regula falsi); roots whose move leaves that share unchanged (a tie) move by one common
+  fraction.
 
 The nested search without the closed form is kept as :func:`_solve_hierarchy_reference`.
 Cost: about ``R`` events plus leaps (here 7 at 10,000 tenants), each a few probes on ``t`` (31
@@ -1030,6 +1041,10 @@ def _tree(
     row_depth = np.concatenate((depth, depth[own_rows] + 1))
     leaf_like = np.concatenate((~has_kids, np.ones(len(own_rows), dtype=bool)))
     weight = np.concatenate((problem.weight, np.full(len(own_rows), _OWN_DEMAND_WEIGHT)))
+    root_of = np.arange(n_rows)  # each row's root
+    while (row_parent[root_of] >= 0).any():
+        root_of = np.where(row_parent[root_of] >= 0, row_parent[root_of], root_of)
+    roots = (root_of, weight)
     demand = np.concatenate((problem.demand, problem.own_demand[own_rows])) / unit
     floor = np.concatenate((problem.floor, _own_floor(problem, own_rows))) / unit
     limit = np.concatenate((problem.limit, np.full((len(own_rows), n_res), np.inf))) / unit
@@ -1331,6 +1346,7 @@ def _tree(
         if record:
             trace[level]["pinned"] = pinned & ~capped & rising.any(axis=1)
             trace[level]["above"] = above
+            trace[level]["hi"] = hi
         return s_lo, ds_lo, star, dstar
 
     def closed(
@@ -1378,6 +1394,54 @@ def _tree(
         for level, values in snap.items():
             if "lo" in values:
                 depths[level].mu_lo = values["lo"]
+
+    def pinned_past_limit(snap: dict[int, dict[str, np.ndarray]], s_top: np.ndarray):
+        """Where the water level can rise no more: the groups pinned below a jump (see
+        :func:`solve`) whose sums just past it pass a limit of their parent not yet reached.
+        A parent's box stops at its limit, so the box never passes those sums and the group
+        would wait there for ever, its members short. Return :func:`_part_way` from ``snap``
+        towards the state where the shallowest such groups stand just past their jumps, with
+        those limits; ``None`` if there are none."""
+        for level in range(1, max_depth + 1):
+            values = snap.get(level, {})
+            pinned = values.get("pinned")
+            if pinned is None or not pinned.any() or "hi" not in values:
+                continue
+            up = depths[level - 1]
+            owners = up.rows[up.ints]
+            found = []
+            for g in np.flatnonzero(pinned).tolist():
+                owner = int(owners[g])
+                lim = limit[owner]
+                past = (
+                    np.isfinite(lim)
+                    & (values["above"][g] > lim * (1.0 + _TOL) + 1e-300)
+                    & ~done_pairs[int_index[owner]]
+                )
+                found += [(g, owner, int(r), float(lim[r])) for r in np.flatnonzero(past)]
+            if not found:
+                continue
+            mu = values["mu"].copy()
+            groups = sorted({g for g, _, _, _ in found})
+            mu[groups] = values["hi"][groups]
+            kept = {lv: v for lv, v in trace.items()}
+            trace.clear()
+            evaluate(level, mu, True)
+            moved = {lv: dict(v) for lv, v in trace.items()}
+            trace.clear()
+            trace.update(kept)
+            snap_leap = {lv: moved.get(lv, v) for lv, v in snap.items()}
+            limits = []
+            for _, owner, r, bound in found:
+                under = {
+                    lv: _under(depths[lv].rows[depths[lv].leaf], owner, row_parent)
+                    for lv in range(max_depth + 1)
+                    if len(depths[lv].leaf)
+                }
+                limits.append((owner, r, bound, under))
+            none = np.zeros(n_res, dtype=bool)
+            return _part_way(depths, snap, snap_leap, none, s_top, s_top, roots, limits)
+        return None
 
     saturated = ~pos.copy()
     triggered: set[tuple[int, int]] = set()
@@ -1434,12 +1498,16 @@ def _tree(
         streak = 0
         leaps = np.zeros(0)  # the levels where pinned roots leap
         slow = 0  # accepted steps in a row that closed less than half the gap
-        snap_hi = None
         # The last event's freezes can make a group's level leap at t_lo itself (the resources
         # that bounded it stopped growing), past the capacity of a resource: the leaves then
         # move part of the way from where they stood before the event, and stop there.
         jumped = (s_lo > box[0] + tol) & ~saturated
-        leapt = bool(jumped.any()) and before is not None
+        # Or past the limit of an internal member (whose box holds its group's sums only at the
+        # group's own level, which cannot fall back where the leap went over).
+        passed = open_pairs & (inner_lo[0] > int_lim * (1.0 + tol) + 1e-300)
+        leapt = bool(jumped.any() or passed.any()) and before is not None
+        resolved = False
+        snap_hi = None
         # An internal member's limit already reached where the level stands (a child's floor
         # equal to its ancestor's limit, a limit of 0) binds at once: nothing rises into it,
         # so neither the search nor the crossing test below would see it.
@@ -1452,12 +1520,31 @@ def _tree(
         if not leapt and not at_once:  # is anything left to stop below the top level?
             s_hi, _, fresh_hi, snap_top, _ = probe(t_hi)
             if not ((s_hi > box[0] + tol).any() or fresh_hi):
-                final = snap_top
-                break
+                leap = pinned_past_limit(snap_top, s_hi)
+                if leap is None:
+                    final = snap_top
+                    break
+                # A group pinned below a jump whose box cannot grow past its parent's limit:
+                # the leap is taken part of the way, to the limit (as a leap at an event).
+                t_lo = t_hi
+                snap_lo, s_lo, jumped, leapt_pairs = leap
+                leapt = resolved = True
+            snap_hi = snap_top
         else:
             s_hi, fresh_hi = s_lo, []
-        if leapt:
-            snap_lo, s_lo, jumped = _part_way(depths, before[0], snap_lo, jumped, before[1], s_lo)
+        if leapt and not resolved:
+            limits = []
+            for i, r in zip(*np.nonzero(passed), strict=True):
+                owner = int(int_rows[i])
+                under = {
+                    lv: _under(depths[lv].rows[depths[lv].leaf], owner, row_parent)
+                    for lv in range(max_depth + 1)
+                    if len(depths[lv].leaf)
+                }
+                limits.append((owner, int(r), float(int_lim[i, r]), under))
+            snap_lo, s_lo, jumped, leapt_pairs = _part_way(
+                depths, before[0], snap_lo, jumped, before[1], s_lo, roots, limits
+            )
         for _ in range(0 if leapt or at_once else 200):
             gap = box[0] - s_lo
             rising = ds_lo > 0.0
@@ -1527,12 +1614,25 @@ def _tree(
         near |= reached
         pairs = [(int(int_rows[i]), int(r)) for i, r in zip(*np.nonzero(near), strict=True)]
         if leapt:
-            out, pairs = jumped, []
+            out, pairs = jumped, leapt_pairs
         elif not out.any() and not pairs:  # the bracket closed: what crossed at its top
             out = (s_hi > box[0] + tol) & ~saturated
             pairs = fresh_hi
             if out.any() and snap_hi is not None:
-                snap_lo, s_lo, out = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi)
+                # Leaps within _EPS of the same level are one catch-up (a tie found a few ulps
+                # apart): the way's end is taken that much above the bracket's top.
+                lift = t_hi * (1.0 + _EPS)
+                if lift < float(top.mu_max[0]):
+                    s_up, _, fresh_up, snap_up, _ = probe(lift)
+                    if not fresh_up:
+                        s_hi, snap_hi = s_up, snap_up
+                        out = (s_hi > box[0] + tol) & ~saturated
+                snap_lo, s_lo, out, _ = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi, roots)
+            elif pairs and snap_hi is not None:
+                # A limit that binds only at the top: the members below it leapt there (a
+                # resource bounding their group stopped growing) up to the limit, inside the
+                # capacity. They stop where they stand at the top, at the limit, not below it.
+                snap_lo, s_lo = snap_hi, s_hi
         events = [(-1, r) for r in np.flatnonzero(out).tolist()]
         events += sorted(set(pairs))
         if not events:  # nothing left to stop (round-off): keep what was reached
@@ -1582,21 +1682,38 @@ def _part_way(
     out: np.ndarray,
     s_lo: np.ndarray,
     s_hi: np.ndarray,
-) -> tuple[dict[int, dict[str, np.ndarray]], np.ndarray, np.ndarray]:
+    roots: tuple[np.ndarray, np.ndarray],
+    limits: Sequence[tuple[int, int, float, dict[int, np.ndarray]]] = (),
+) -> tuple[dict[int, dict[str, np.ndarray]], np.ndarray, np.ndarray, list[tuple[int, int]]]:
     """Levels between two states at (about) one water level, where a resource of ``out`` runs
-    out; return them, the consumption there and the resources that run out there.
+    out or a limit of ``limits`` is reached; return them, the consumption there, the resources
+    that run out there and the limit pairs ``(owner, resource)`` reached there.
 
     Where a member's level jumps (the resources that bounded its group stopped growing), the
-    consumption of a resource can leap past the capacity between two neighbouring levels. The
-    leaves then move from their levels in ``snap_lo`` towards those in ``snap_hi`` together, by
-    the fraction (found by halving, on the moving leaves alone) that fills the first resource of
-    ``out``; the members drawing on the resources that fill there freeze, and the others move
-    on (the next probe finds where).
+    consumption of a resource can leap past the capacity, or past an ancestor's limit, between
+    two neighbouring levels. The leaves then move from their levels in ``snap_lo`` towards
+    those in ``snap_hi``, and stop where the first resource of ``out`` fills or the first limit
+    is reached; the members drawing on what fills there freeze, and the others move on (the
+    next probe finds where). ``limits`` lists ``(owner, resource, limit, leaves)``, ``leaves``
+    per depth: which of its leaf-like members are below ``owner``.
+
+    The roots whose subtrees move *catch up* as H-DRF has them do once the resources that
+    bounded them are full: measured on the resources they grow on in the move (the others are
+    full or not wanted), the lowest dominant share per weight rises first, and those that meet
+    rise together by weight (``roots``: each row's root, each row's weight). A root's leaves
+    move together, by the fraction of the way at which the root's sums (linear along the way
+    between kinks) reach its weight times the catch-up level. A single root moving is the
+    plain fraction: exact from the leaves' sorted ramps, halving as the fallback.
     """
-    if not (s_hi[out] > s_lo[out]).any():
-        return snap_lo, s_lo, out
-    steady = np.zeros(out.shape)
-    moving = []
+    if not (s_hi[out] > s_lo[out]).any() and not limits:
+        return snap_lo, s_lo, out, []
+    root_of, weight = roots
+    n_res = len(out)
+    parts: list[tuple] = []
+    steady = np.zeros(n_res)
+    held_rows, held_amounts = [], []
+    under_parts: list[list[np.ndarray]] = [[] for _ in limits]
+    steady_lim = np.zeros(len(limits))
     for lv in snap_lo:
         d = depths[lv]
         if lv not in snap_hi or not len(d.leaf):
@@ -1604,24 +1721,135 @@ def _part_way(
         lo_at, hi_at = snap_lo[lv]["at"][d.leaf], snap_hi[lv]["at"][d.leaf]
         move = lo_at != hi_at
         still = ~move
-        steady += np.maximum(
-            d.g[still], d.a[still] * np.minimum(lo_at[still], d.end[still])[:, None]
-        ).sum(axis=0)
-        if move.any():
-            moving.append((d.g[move], d.a[move], d.end[move], lo_at[move], hi_at[move]))
+        rows = d.rows[d.leaf]
+        held = np.maximum(d.g[still], d.a[still] * np.minimum(lo_at[still], d.end[still])[:, None])
+        steady += held.sum(axis=0)
+        held_rows.append(rows[still])
+        held_amounts.append(held)
+        for j, (_, r, _, under) in enumerate(limits):
+            if lv in under:
+                steady_lim[j] += held[under[lv][still], r].sum()
+                under_parts[j].append(under[lv][move])
+            else:
+                under_parts[j].append(np.zeros(int(move.sum()), dtype=bool))
+        parts.append((d.g[move], d.a[move], d.end[move], lo_at[move], hi_at[move], rows[move]))
+    g = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, n_res))
+    a = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, n_res))
+    e = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+    lo = np.concatenate([p[3] for p in parts]) if parts else np.zeros(0)
+    hi = np.concatenate([p[4] for p in parts]) if parts else np.zeros(0)
+    mrows = np.concatenate([p[5] for p in parts]) if parts else np.zeros(0, dtype=np.intp)
+    masks = [np.concatenate(m) if m else np.zeros(0, dtype=bool) for m in under_parts]
 
-    def used(f: float) -> np.ndarray:
-        total = steady.copy()
-        for g, a, end, lo_at, hi_at in moving:
-            lvl = lo_at + f * (hi_at - lo_at)
-            total += np.maximum(g, a * np.minimum(lvl, end)[:, None]).sum(axis=0)
-        return total
+    def amounts(f: np.ndarray | float) -> np.ndarray:
+        return np.maximum(g, a * np.minimum(lo + f * (hi - lo), e)[:, None])
 
-    def over(f: float) -> bool:
-        return bool((used(f)[out] > 1.0).any())
+    def passed(x: np.ndarray, within: float = 0.0) -> np.ndarray:
+        """Which limits of ``limits`` the moving leaves' amounts ``x`` pass (or come
+        ``within`` that much of, relative)."""
+        return np.array(
+            [
+                x[mask, r].sum() + steady_lim[j] > bound * (1.0 - within)
+                for j, ((_, r, bound, _), mask) in enumerate(zip(limits, masks, strict=True))
+            ],
+            dtype=bool,
+        )
 
+    def excess(f: np.ndarray | float) -> float:
+        """How far the most filled resource of ``out`` or limit of ``limits`` is over (> 0) or
+        short of (<= 0) its capacity or limit, the leaves at fractions ``f``."""
+        x = amounts(f)
+        most = float((steady + x.sum(axis=0) - 1.0)[out].max(initial=-np.inf))
+        for j, ((_, r, bound, _), mask) in enumerate(zip(limits, masks, strict=True)):
+            most = max(most, float(x[mask, r].sum() + steady_lim[j] - bound))
+        return most
+
+    def over(f: np.ndarray | float) -> bool:
+        x = amounts(f)
+        return bool((steady + x.sum(axis=0) > 1.0)[out].any()) or bool(passed(x).any())
+
+    # The moving roots, and each moving leaf's place among them.
+    top, place = np.unique(root_of[mrows], return_inverse=True)
+    if len(top) > 1:
+        # Each moving root's sums at both ends of the way (all its leaves, moving or not).
+        x0, x1 = amounts(0.0), amounts(1.0)
+        s0 = _sum_rows(place, x0, len(top))
+        for rows, held in zip(held_rows, held_amounts, strict=True):
+            at = np.searchsorted(top, root_of[rows])
+            inside = (at < len(top)) & (top[np.minimum(at, len(top) - 1)] == root_of[rows])
+            s0 += _sum_rows(at[inside], held[inside], len(top))
+        grow = _sum_rows(place, x1 - x0, len(top))
+        w = weight[top][:, None]
+        # Resources full at the end of the way (and not over) count no more, as H-DRF ignores
+        # saturated resources: the catch-up is measured on the others.
+        # (A growth within _EPS of the capacity is a member that meets its demand at this very
+        # level, a few ulps later: not something the root grows on.)
+        rising = (grow > _EPS) & (out | (s_hi < 1.0 - _EPS))[None, :]
+        start = np.where(rising, s0 / w, -np.inf).max(axis=1)  # where each root starts
+        start = np.where(rising.any(axis=1), start, np.inf)
+        stop = np.where(rising, (s0 + grow) / w, -np.inf).max(axis=1)
+
+        def fractions(u: float) -> np.ndarray:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                each = np.where(rising, (w * u - s0) / np.where(rising, grow, 1.0), np.inf)
+            f = np.clip(each.min(axis=1), 0.0, 1.0)
+            return np.where(rising.any(axis=1), f, 1.0)[place]
+
+        u_lo = float(start[np.isfinite(start)].min(initial=0.0))
+        u_hi = float(stop[np.isfinite(stop)].max(initial=u_lo))
+        e_lo, e_hi = excess(fractions(u_lo)), excess(fractions(u_hi))
+        if e_lo > 0.0 or not e_hi > 0.0:
+            u_lo = u_hi = None  # not a catch-up of the usual kind: the plain fraction below
+        else:
+            # The excess is piecewise linear and rising in the catch-up level (_rise_to_zero).
+            u_lo, u_hi, e_lo, e_hi = _rise_to_zero(
+                lambda u: excess(fractions(u)), u_lo, u_hi, e_lo, e_hi
+            )
+        if u_lo is not None:
+            f_lo, f_hi = fractions(u_lo), fractions(u_hi)
+            if e_lo < -_TOL:
+                # Short below, over above: roots whose move does not raise their share on what
+                # they grow on (a tie) move all at once there, by one fraction of their way.
+                step = f_hi - f_lo
+                phi_lo, phi_hi, e_lo, e_hi = _rise_to_zero(
+                    lambda phi: excess(f_lo + phi * step), 0.0, 1.0, e_lo, e_hi
+                )
+                f_lo, f_hi = f_lo + phi_lo * step, f_lo + phi_hi * step
+            moved = {lv: dict(values) for lv, values in snap_lo.items()}
+            fraction_of = np.zeros(len(root_of))
+            fraction_of[mrows] = f_lo
+            for lv in snap_lo:
+                if lv in snap_hi and len(depths[lv].leaf):
+                    d = depths[lv]
+                    at_lo, at_hi = snap_lo[lv]["at"], snap_hi[lv]["at"]
+                    f_all = np.zeros(len(at_lo))
+                    f_all[d.leaf] = fraction_of[d.rows[d.leaf]]
+                    moved[lv]["at"] = at_lo + f_all * (at_hi - at_lo)
+            x_lo = amounts(f_lo)
+            if e_lo < -_TOL:  # what fills: over just above
+                x_hi = amounts(f_hi)
+                filled = out & (steady + x_hi.sum(axis=0) > 1.0)
+                hits = passed(x_hi)
+            else:  # or full (to _TOL) where the leaves stop
+                filled = out & (steady + x_lo.sum(axis=0) >= 1.0 - _TOL)
+                hits = passed(x_lo, _TOL)
+            pairs = [(o, r) for (o, r, _, _), hit in zip(limits, hits, strict=True) if hit]
+            if not filled.any() and not pairs:
+                filled = out
+                pairs = [(o, r) for o, r, _, _ in limits]
+            return moved, steady + x_lo.sum(axis=0), filled, pairs
+
+    moving = [(g, a, e, lo, hi)] if len(lo) else []
     lo_f, hi_f = 0.0, 1.0
-    first = _first_fill(moving, used(0.0), out)
+    first = _first_fill(moving, steady + amounts(0.0).sum(axis=0), out)
+    for j, ((_, r, bound, _), mask) in enumerate(zip(limits, masks, strict=True)):
+        only = np.zeros(n_res, dtype=bool)
+        only[r] = True
+        start_r = amounts(0.0)[mask].sum(axis=0)
+        start_r[r] += steady_lim[j]
+        got = _first_fill([(g[mask], a[mask], e[mask], lo[mask], hi[mask])], start_r, only, bound)
+        if got is not None:
+            first = got if first is None else min(first, got)
     if first is not None:  # the exact fraction; keep it if the sums agree on either side
         below = [f for f in (first, first * (1.0 - 1e-13), first * (1.0 - 1e-11)) if f >= 0.0]
         above = [first * (1.0 + 1e-13) + 1e-16, first * (1.0 + 1e-11) + 1e-14]
@@ -1643,14 +1871,60 @@ def _part_way(
         if lv in snap_hi:
             at_lo, at_hi = snap_lo[lv]["at"], snap_hi[lv]["at"]
             moved[lv]["at"] = at_lo + lo_f * (at_hi - at_lo)
-    filled = out & (used(hi_f) > 1.0)
-    return moved, used(lo_f), filled if filled.any() else out
+    x_hi = amounts(hi_f)
+    filled = out & (steady + x_hi.sum(axis=0) > 1.0)
+    hits = passed(x_hi)
+    pairs = [(o, r) for (o, r, _, _), hit in zip(limits, hits, strict=True) if hit]
+    if not filled.any() and not pairs:
+        filled = out
+        pairs = [(o, r) for o, r, _, _ in limits]
+    return moved, steady + amounts(lo_f).sum(axis=0), filled, pairs
 
 
-def _first_fill(moving: list[tuple], start: np.ndarray, out: np.ndarray) -> float | None:
-    """The lowest fraction ``f`` at which a resource of ``out`` fills (its sum reaches 1), the
-    moving leaves going from their levels ``lo`` to ``hi`` (``lo + f * (hi - lo)``); ``start`` is
-    the consumption at ``f = 0``. Every leaf's amount is piecewise linear in ``f`` (its floor, a
+def _sum_rows(index: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """``rows`` summed by ``index`` into ``n`` rows (``np.add.at``, a column at a time)."""
+    out = np.zeros((n, rows.shape[1]))
+    for r in range(rows.shape[1]):
+        out[:, r] = np.bincount(index, weights=rows[:, r], minlength=n)
+    return out
+
+
+def _rise_to_zero(
+    excess: Any, lo: float, hi: float, e_lo: float, e_hi: float
+) -> tuple[float, float, float, float]:
+    """Narrow ``[lo, hi]`` (``excess(lo) = e_lo <= 0 < e_hi = excess(hi)``, ``excess`` rising)
+    to where ``excess`` turns positive: to 1e-13 relative, or until ``e_lo`` is within
+    ``_TOL`` of zero. Regula falsi, Illinois-style (the end that stays has its value halved),
+    halving where a step would not fall inside; return ``lo, hi, excess(lo), excess(hi)``."""
+    side = 0
+    for _ in range(100):
+        if hi - lo <= 1e-13 * hi or e_lo >= -_TOL:
+            break
+        cand = hi - e_hi * (hi - lo) / (e_hi - e_lo)
+        if not lo < cand < hi:
+            cand = 0.5 * (lo + hi)
+            if not lo < cand < hi:
+                break
+        got = excess(cand)
+        if got > 0.0:
+            hi, e_hi = cand, got
+            if side == 1:
+                e_lo *= 0.5
+            side = 1
+        else:
+            lo, e_lo = cand, got
+            if side == -1:
+                e_hi *= 0.5
+            side = -1
+    return lo, hi, e_lo, e_hi
+
+
+def _first_fill(
+    moving: list[tuple], start: np.ndarray, out: np.ndarray, bound: float = 1.0
+) -> float | None:
+    """The lowest fraction ``f`` at which a resource of ``out`` fills (its sum reaches ``bound``),
+    the moving leaves going from their levels ``lo`` to ``hi`` (``lo + f * (hi - lo)``); ``start``
+    is the consumption at ``f = 0``. Every leaf's amount is piecewise linear in ``f`` (its floor, a
     ramp, its end), so the sums are too: sorted ramps give the crossing exactly. ``None`` where
     some level would fall."""
     if not moving:
@@ -1664,7 +1938,7 @@ def _first_fill(moving: list[tuple], start: np.ndarray, out: np.ndarray) -> floa
         return None
     best = np.inf
     for r in np.flatnonzero(out).tolist():
-        if start[r] >= 1.0:
+        if start[r] >= bound:
             return 0.0
         ar = a[:, r]
         ramp = (ar > 0.0) & (step > 0.0)
@@ -1683,12 +1957,12 @@ def _first_fill(moving: list[tuple], start: np.ndarray, out: np.ndarray) -> floa
         pos, change = pos[order], change[order]
         after = np.cumsum(change)
         value = start[r] + np.concatenate(([0.0], np.cumsum(after[:-1] * np.diff(pos))))
-        hit = np.flatnonzero(value >= 1.0)
+        hit = np.flatnonzero(value >= bound)
         if len(hit):
             k = int(hit[0])
-            f = pos[0] if k == 0 else pos[k - 1] + (1.0 - value[k - 1]) / after[k - 1]
+            f = pos[0] if k == 0 else pos[k - 1] + (bound - value[k - 1]) / after[k - 1]
         elif after[-1] > 0.0 and pos[-1] < 1.0:
-            f = pos[-1] + (1.0 - value[-1]) / after[-1]
+            f = pos[-1] + (bound - value[-1]) / after[-1]
         else:
             continue
         best = min(best, float(f))
