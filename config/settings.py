@@ -119,7 +119,11 @@ SESSION_COOKIE_HTTPONLY = True
 # With secure cookies (production: not DEBUG) plain HTTP is redirected and HSTS is sent for a
 # year unless configured otherwise (issue 27); the probes and the metrics scrape stay on HTTP.
 SECURE_SSL_REDIRECT = env_bool("FAIRSHARE_SSL_REDIRECT", SESSION_COOKIE_SECURE)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+# Plain HTTP stays for callers inside the cluster: the kubelet's probes, Prometheus's scrape and
+# the GPU node agents, which post to the Service (http://fairshare-web.fairshare.svc, deploy/);
+# a redirect would send them to the public HTTPS host they cannot reach (the start-up smoke in
+# tests/deploy/ posts a batch the way the DaemonSet does).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$", r"^api/v1/gpu-samples/ingest/$"]
 SECURE_HSTS_SECONDS = env_int(
     "FAIRSHARE_HSTS_SECONDS", 31_536_000 if SESSION_COOKIE_SECURE else 0, min_value=0
 )

@@ -14,13 +14,12 @@ the sync writes anything: a Namespace the plan would *create* (none of our objec
   first shows what will be written into it.
 
 A refused namespace fails its own item and every item of ours inside it, with the reason; the
-rest of the run goes on. A GET per namespace the plan creates (one LIST of all when it creates
+rest of the run goes on. A LIST by name per namespace the plan creates (one LIST of all when it creates
 many); nothing when it creates none, so a steady-state sync reads nothing more.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -29,12 +28,11 @@ from quotas.protection import foreign_manager, namespace_refusal
 from scheduling.domain.plan import Change
 from scheduling.domain.render import ANNOTATION_ADOPTED, ANNOTATION_RELEASED
 from scheduling.k8s.apply import call_with_retry
-from scheduling.k8s.client import KINDS, request_json
-from scheduling.k8s.errors import K8sNotFound
+from scheduling.k8s.client import KINDS
 from scheduling.k8s.observe import list_raw
 
-# Up to this many new namespaces are looked up one GET each; more, with one LIST of all.
-GET_AT_MOST = 20
+# Up to this many new namespaces are looked up one LIST by name each; more, with one LIST of all.
+BY_NAME_AT_MOST = 20
 
 
 def _adopted(change: Change) -> bool:
@@ -65,9 +63,10 @@ def refusal(change: Change, live: Mapping[str, Any] | None) -> str | None:
 
 
 def _live_namespaces(api_client: Any, names: Sequence[str]) -> dict[str, Mapping[str, Any]]:
-    """The live Namespaces among ``names``: a GET each for a few, one LIST of all for many."""
+    """The live Namespaces among ``names``: a LIST by name each for a few, one LIST of all for
+    many."""
     info = KINDS["Namespace"]
-    if len(names) > GET_AT_MOST:
+    if len(names) > BY_NAME_AT_MOST:
         items = call_with_retry(lambda: list(list_raw(api_client, info.path())), attempts=3)
         wanted = set(names)
         return {
@@ -75,13 +74,17 @@ def _live_namespaces(api_client: Any, names: Sequence[str]) -> dict[str, Mapping
             for item in items
             if (name := (item.get("metadata") or {}).get("name")) in wanted
         }
+    # A LIST narrowed by ``metadata.name`` (every kind supports that field selector) rather than
+    # a GET: the ClusterRole grants ``list`` on Namespaces, not ``get`` (deploy/rbac.yaml).
     found: dict[str, Mapping[str, Any]] = {}
     for name in names:
-        with contextlib.suppress(K8sNotFound):
-            found[name] = call_with_retry(
-                lambda name=name: request_json(api_client, "GET", info.path(name=name)),
-                attempts=3,
-            )
+        for item in call_with_retry(
+            lambda name=name: list(
+                list_raw(api_client, info.path(), params={"fieldSelector": f"metadata.name={name}"})
+            ),
+            attempts=3,
+        ):
+            found[name] = item
     return found
 
 
