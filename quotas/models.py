@@ -94,6 +94,19 @@ class Team(TimestampedModel):
     """A tenant. A team with children acts as a department (Volcano parent queue)."""
 
     slug = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
+    # What the cluster sees (Queue name, ``fairshare.io/team`` label, ``<x>.own`` leaf, ...):
+    # the slug the team was created with, fixed for good. Volcano fixes a PodGroup's queue at
+    # creation, so a Queue renamed under running and pending PodGroups strands them; renaming
+    # the slug or the display name changes URLs and pages only. See docs/upstream.md
+    # "Stable names and transitions".
+    cluster_name = models.CharField(
+        max_length=63,
+        unique=True,
+        blank=True,
+        editable=False,
+        validators=[dns1123_label],
+        help_text="Name in the cluster (Queue, labels): the slug at creation, fixed for good.",
+    )
     name = models.CharField(max_length=100)
     parent = models.ForeignKey(
         "self",
@@ -142,8 +155,25 @@ class Team(TimestampedModel):
     def __str__(self) -> str:
         return self.slug
 
+    def save(self, *args, **kwargs) -> None:
+        if not self.cluster_name:
+            self.cluster_name = self.slug
+        super().save(*args, **kwargs)
+
     def clean(self) -> None:
         super().clean()
+        if (
+            not self.cluster_name
+            and self.slug
+            and Team.objects.filter(cluster_name=self.slug).exclude(pk=self.pk).exists()
+        ):
+            raise ValidationError(
+                {
+                    "slug": f"{self.slug!r} is the fixed cluster name of another team (a team "
+                    "keeps the name it was created with in the cluster, whatever its slug "
+                    "becomes); choose another slug."
+                }
+            )
         if self.parent_id is None:
             return
         seen = {self.pk} if self.pk else set()

@@ -164,10 +164,15 @@ class SyncScope:
 
 
 def sync_scope(teams: Iterable[str], *, queues: bool = False) -> SyncScope:
-    """The scope of a targeted sync of ``teams`` (slugs; unknown ones are kept, so a deleted
-    team's objects are pruned): the teams, and every team in their department trees."""
-    wanted = frozenset(teams)
-    rows = {row["slug"]: row["parent__slug"] for row in Team.objects.values("slug", "parent__slug")}
+    """The scope of a targeted sync of ``teams`` (cluster names or slugs; unknown ones are
+    kept, so a deleted team's objects are pruned): the teams, and every team in their
+    department trees, all by cluster name (what the ``fairshare.io/team`` label holds)."""
+    values = Team.objects.values("slug", "cluster_name", "parent__cluster_name")
+    rows = {row["cluster_name"]: row["parent__cluster_name"] for row in values}
+    by_slug = {row["slug"]: row["cluster_name"] for row in values}
+    # Callers name teams by cluster name (the label the watcher sees) or by slug (the model's
+    # receivers): a cluster name wins, a slug is translated to its team's cluster name.
+    wanted = frozenset(name if name in rows else by_slug.get(name, name) for name in teams)
 
     def root(slug: str) -> str:
         seen = set()
@@ -212,7 +217,7 @@ def build_cluster_spec(
 ) -> ClusterSpec:
     """Read the tenancy model and return it as a ClusterSpec (eight queries).
 
-    ``within`` (team slugs closed under parent and children, i.e. whole department trees, as
+    ``within`` (team cluster names closed under parent and children, i.e. whole department trees, as
     ``sync_scope`` gives): read only those teams and what hangs off them. None: every team.
     ``computation_id``: the ShareComputation whose fair allocations become ``deserved`` (the
     sync passes the last good one it records on the run); None: the latest.
@@ -230,11 +235,14 @@ def build_cluster_spec(
         for row in PriorityTier.objects.values("name", "value", "preemption_policy", "description")
     )
 
+    # The spec names teams by their fixed cluster name: renaming a slug changes nothing here.
     teams = {
-        row["id"]: row
+        row["id"]: {**row, "slug": row["cluster_name"]}
         for row in (
-            Team.objects.filter(slug__in=within) if within is not None else Team.objects.all()
-        ).values("id", "slug", "parent_id", "weight", "tier__name", "reclaimable", "active")
+            Team.objects.filter(cluster_name__in=within)
+            if within is not None
+            else Team.objects.all()
+        ).values("id", "cluster_name", "parent_id", "weight", "tier__name", "reclaimable", "active")
     }
     included = _effectively_active(teams)
     departments = {teams[t]["parent_id"] for t in included if teams[t]["parent_id"] is not None}

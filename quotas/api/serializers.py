@@ -70,6 +70,7 @@ class TeamSerializer(StrictModelSerializer):
             "id",
             "url",
             "slug",
+            "cluster_name",
             "name",
             "parent",
             "weight",
