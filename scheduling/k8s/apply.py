@@ -133,3 +133,4 @@ def call_with_retry(
                 e,
             )
             sleep(delay)
+
