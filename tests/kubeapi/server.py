@@ -41,7 +41,8 @@ What it imitates, with the upstream source (each function names its own):
 Simplifications, on purpose: no auth, no status/scale subresources over HTTP, LIST pages
 are cut from the current state rather than a snapshot, deleting a namespace removes its objects at
 once, strategic merge patch is a JSON merge patch (lists are replaced, not merged by key), the
-Volcano controller acts at once inside the request that triggered it, and no associative lists.
+queue controller acts on a background worker ``controller_delay`` seconds after a write (not
+in the request), and no associative lists.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -83,6 +84,14 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "apply", "delete"})
 # k8s.io/apiserver/pkg/endpoints/metrics/metrics.go.
 _METRIC_VERBS = {"create": "POST", "update": "PUT"}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# Namespaces that can never be deleted: the NamespaceLifecycle admission plugin's immortal
+# namespaces (k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go
+# ``Register``: ``NewLifecycle(sets.NewString(metav1.NamespaceDefault,
+# metav1.NamespaceSystem, metav1.NamespacePublic))``; ``Admit`` refuses their DELETE).
+# kube-node-lease is not among them upstream.
+IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+# k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go ValidateDeleteOptions
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -535,6 +544,30 @@ class FakeKubeApi:
         # API groups whose CRDs are "not installed": their paths answer 404 as an API server
         # without the CRD does (no handler registered for the group/version). See uninstall().
         self.uninstalled: set[str] = set()
+        # Time, as Volcano has it (issue 25). Its webhooks validate against an informer cache
+        # (cmd/webhook-manager/app/server.go: ``service.Config.QueueLister`` is a
+        # SharedInformerFactory lister), which lags the API server: with
+        # ``webhook_cache_lag = N`` the queue webhooks see the Queues as they were before the
+        # last N writes to Queues, until each write is ``webhook_cache_delay`` seconds old (an
+        # informer catches up; a client that retries with backoff converges). 0: no lag.
+        self.webhook_cache_lag = 0
+        self.webhook_cache_delay = 0.2
+        # Denials that the up-to-date view would have allowed (the lag's observable effect).
+        self.stale_denials = 0
+        # (time.monotonic() of the write, the resourceVersion of its first event)
+        self._queue_writes: deque[tuple[float, int]] = deque(maxlen=256)
+        # The queue controller (pkg/controllers/queue) acts after a write, not inside it: each
+        # write enqueues its Queue, and ``controller_delay`` seconds later a background worker
+        # runs the controller (or a test calls ``controller_step()`` with
+        # ``auto_controller = False``). Until then a new Queue has no ``status.state``.
+        self.controller_delay = 0.05
+        self.auto_controller = True
+        # The scheduler's capacity plugin with ``enableHierarchy: true`` (what Fairshare ships);
+        # see scheduler_blocked().
+        self.scheduler_hierarchy = True
+        self._pending: dict[str, float] = {}
+        self._controller = threading.Condition()
+        self._controller_thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -551,6 +584,10 @@ class FakeKubeApi:
             target=self._server.serve_forever, name=f"kubeapi:{self.port}", daemon=True
         )
         self._thread.start()
+        self._controller_thread = threading.Thread(
+            target=self._controller_loop, name=f"kubeapi-controller:{self.port}", daemon=True
+        )
+        self._controller_thread.start()
         if not self.kubeconfig_path:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="kubeapi-")
             self.kubeconfig_path = self.write_kubeconfig(Path(self._tmpdir.name) / "kubeconfig")
@@ -560,6 +597,11 @@ class FakeKubeApi:
         """Stop listening and cut every open connection (clients see resets / refusals)."""
         server, self._server = self._server, None
         self._wake_sleepers()
+        with self._controller:
+            self._controller.notify_all()
+        if self._controller_thread is not None:
+            self._controller_thread.join(timeout=5)
+            self._controller_thread = None
         if server is None:
             return
         server.shutdown()
@@ -643,6 +685,15 @@ class FakeKubeApi:
         self.faults.clear()
         self.uninstalled.clear()
         self.write_latency = 0.0
+        self.webhook_cache_lag = 0
+        self.webhook_cache_delay = 0.2
+        self.stale_denials = 0
+        self.controller_delay = 0.05
+        self.auto_controller = True
+        self.scheduler_hierarchy = True
+        with self._controller:
+            self._pending.clear()
+            self._queue_writes.clear()
         self._wake_sleepers()
         self.store.clear()
         self.seed_namespaces()
@@ -750,6 +801,22 @@ class FakeKubeApi:
                 self.store.bulk_put(kind_name, objs)
         return sum(len(v) for v in by_kind.values())
 
+    def scheduler_blocked(self) -> str | None:
+        """Why Volcano's scheduler would allocate and enqueue nothing at all now (the capacity
+        plugin's hierarchy check failed), or None: see ``volcano.scheduler_blocked``."""
+        with self.store.lock:
+            podgroups = list(self.store.items["PodGroup"].values())
+            queues = self._current_queues()
+        return volcano.scheduler_blocked(podgroups, queues, hierarchy=self.scheduler_hierarchy)
+
+    def stranded_podgroups(self) -> list[tuple[str, str, str, str]]:
+        """``(namespace, name, queue, reason)`` of each PodGroup with work left whose queue does
+        not exist or is not a leaf: see ``volcano.stranded_podgroups``."""
+        with self.store.lock:
+            podgroups = list(self.store.items["PodGroup"].values())
+            queues = self._current_queues()
+        return volcano.stranded_podgroups(podgroups, queues)
+
     def uninstall(self, *groups: str) -> None:
         """Act as a cluster without these API groups' CRDs (e.g. ``"batch.volcano.sh"``): every
         path of the group answers 404 "the server could not find the requested resource", as
@@ -777,9 +844,29 @@ class FakeKubeApi:
 
     # ------------------------------------------------------------------ HTTP
 
-    def _serve(self, h: _Handler) -> None:
+    @staticmethod
+    def _read_body(h: _Handler) -> bytes:
+        """The request body: ``Content-Length`` bytes, or a chunked body (what kubectl sends
+        for ``delete --raw -f``), as Go's net/http reads either (src/net/http/transfer.go)."""
+        if "chunked" in (h.headers.get("Transfer-Encoding") or "").lower():
+            chunks = []
+            while True:
+                size_line = h.rfile.readline(65537)
+                try:
+                    size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    raise _Drop from None
+                if size == 0:
+                    while h.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(chunks)
+                chunks.append(h.rfile.read(size))
+                h.rfile.readline(65537)  # the CRLF after the chunk
         length = int(h.headers.get("Content-Length") or 0)
-        raw = h.rfile.read(length) if length else b""
+        return h.rfile.read(length) if length else b""
+
+    def _serve(self, h: _Handler) -> None:
+        raw = self._read_body(h)
         parts = urlsplit(h.path)
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         headers: dict[str, str] = {}
@@ -875,11 +962,12 @@ class FakeKubeApi:
         ns = namespace or ""
         if verb == "list":
             return 200, self._list(kind, namespace, query)
+        mark = self.store.rv
         if method == "POST":
             if name:
                 raise ApiError(405, "MethodNotAllowed", "POST to a named object is not allowed")
             created = self._create(kind, ns, self._json(raw), query, h, dry_run)
-            self._after_write(kind, ns, created["metadata"]["name"], dry_run)
+            self._after_write(kind, ns, created["metadata"]["name"], mark)
             return 201, created
         assert name is not None
         if verb == "get":
@@ -889,18 +977,21 @@ class FakeKubeApi:
             return 200, obj
         if verb == "update":
             result = self._update(kind, ns, name, self._json(raw), query, h, dry_run)
-            self._after_write(kind, ns, name, dry_run)
+            self._after_write(kind, ns, name, mark)
             return 200, result
         if verb == "patch":
             body = self._json(raw, allow_list=content_type == JSON_PATCH)
             result = self._patch(kind, ns, name, content_type, body, query, h, dry_run)
-            self._after_write(kind, ns, name, dry_run)
+            self._after_write(kind, ns, name, mark)
             return 200, result
         if verb == "apply":
             code, result = self._apply(kind, ns, name, raw, query, dry_run)
-            self._after_write(kind, ns, name, dry_run)
+            self._after_write(kind, ns, name, mark)
             return code, result
-        return 200, self._delete(kind, ns, name, dry_run)
+        options = self._delete_options(kind, raw, query)
+        status = self._delete(kind, ns, name, options.get("dryRun") == ["All"], options)
+        self._after_write(kind, ns, name, mark)
+        return 200, status
 
     # ------------------------------------------------------------------ watch
 
@@ -1122,15 +1213,65 @@ class FakeKubeApi:
 
     # ------------------------------------------------------------------ controllers
 
-    def _after_write(self, kind: Kind, ns: str, name: str, dry_run: bool) -> None:
-        """What controllers do right after a write (the fake runs them inside the request)."""
-        if dry_run or kind.kind != "Queue":
+    def _after_write(self, kind: Kind, ns: str, name: str, mark: int) -> None:
+        """After a write that stored something (the resourceVersion moved past ``mark``): note
+        it for the webhooks' lagged view and enqueue the controllers that watch its kind."""
+        if kind.kind != "Queue" or self.store.rv <= mark:
             return
+        with self._controller:
+            self._queue_writes.append((time.monotonic(), mark + 1))
+            if self.store.get("Queue", "", name) is None:
+                return
+            # queue_controller_handler.go addQueue/updateQueue: the informer's event enqueues
+            # a SyncQueueAction request for the queue; a worker handles it later.
+            self._pending.setdefault(name, time.monotonic() + self.controller_delay)
+            self._controller.notify_all()
+        if self.auto_controller and self.controller_delay <= 0:
+            self.controller_step(name)
+
+    def controller_step(self, *names: str) -> list[str]:
+        """Run the queue controller now for the pending Queues (all of them, or ``names``);
+        returns the names it ran for."""
+        with self._controller:
+            chosen = [n for n in self._pending if not names or n in names]
+            for n in chosen:
+                del self._pending[n]
+        for n in chosen:
+            self._sync_queue(n)
+        return chosen
+
+    def pending_controller_actions(self) -> list[str]:
+        """The Queues the controller has yet to sync (an observable of the controller's lag)."""
+        with self._controller:
+            return sorted(self._pending)
+
+    def _controller_loop(self) -> None:
+        """The background worker: runs the controller for each Queue whose delay has passed."""
+        while self._server is not None:
+            with self._controller:
+                now_ = time.monotonic()
+                due = [n for n, t in self._pending.items() if t <= now_]
+                if not due or not self.auto_controller:
+                    later = [t - now_ for t in self._pending.values() if t > now_]
+                    self._controller.wait(min([0.05, *later]))
+                    continue
+                for n in due:
+                    del self._pending[n]
+            for n in due:
+                try:
+                    self._sync_queue(n)
+                except Exception:  # pragma: no cover - a controller error must not kill the loop
+                    log.exception("fake queue controller failed on %s", n)
+
+    def _sync_queue(self, name: str) -> None:
+        """``pkg/controllers/queue/queue_controller_action.go`` ``syncQueue`` for a
+        ``SyncQueueAction``: ``updateQueueParent``, then (``state/open.go`` ``openState`` for a
+        queue whose state is "" or Open) ``ApplyStatus(state: Open)``."""
+        kind = BY_KIND["Queue"]
         with self.store.lock:
             obj = self.store.get("Queue", "", name)
             if obj is None:
-                return
-            # pkg/controllers/queue/queue_controller_action.go updateQueueParent
+                return  # handleQueue: "Queue has been deleted"
             patch = volcano.controller_queue_patch(obj)
             if patch:
                 try:
@@ -1146,7 +1287,6 @@ class FakeKubeApi:
                     )
                 except ApiError as e:
                     log.warning("queue controller could not set the parent of %s: %s", name, e)
-            # syncQueue/openQueue: ApplyStatus(state: Open) on the status subresource
             obj = self.store.get("Queue", "", name)
             status = volcano.controller_queue_status(obj) if obj is not None else None
             if obj is not None and status is not None:
@@ -1315,8 +1455,51 @@ class FakeKubeApi:
         self._admit(kind, obj, old)
 
     def _queues(self) -> dict[str, dict]:
-        """The queue lister's view: stored queues by name."""
+        """The queue lister's view: stored queues by name, as the webhook's informer cache has
+        them (see ``webhook_cache_lag``): the Queue events of the last N writes that are
+        younger than ``webhook_cache_delay`` are not in it yet (nor anything after them)."""
+        with self.store.lock:
+            current = {name: obj for (_, name), obj in self.store.items["Queue"].items()}
+            boundary = self._lag_boundary()
+            if boundary is None or boundary <= self.store.compacted_rv:
+                return current
+            events = [e for e in self.store.history if e.kind == "Queue" and e.rv >= boundary]
+        for event in reversed(events):
+            name = event.obj["metadata"]["name"]
+            if event.prev is None:
+                current.pop(name, None)
+            else:
+                current[name] = event.prev
+        return current
+
+    def _current_queues(self) -> dict[str, dict]:
         return {name: obj for (_, name), obj in self.store.items["Queue"].items()}
+
+    def _lag_boundary(self) -> int | None:
+        """The first resourceVersion the lagged view does not hold yet, or None (no lag)."""
+        lag = self.webhook_cache_lag
+        if lag <= 0:
+            return None
+        now_ = time.monotonic()
+        with self._controller:
+            recent = list(self._queue_writes)[-lag:]
+        fresh = [rv for at, rv in recent if now_ - at < self.webhook_cache_delay]
+        return min(fresh) if fresh else None
+
+    def webhook_view(self) -> dict[str, dict]:
+        """Deep copies of the Queues as Volcano's webhooks see them now (lag included)."""
+        return copy.deepcopy(self._queues())
+
+    def _note_stale_denial(self, view: dict[str, dict], check: Any) -> None:
+        """Count a denial the up-to-date queues would have allowed (only the cache's lag)."""
+        if self.webhook_cache_lag <= 0 or view == self._current_queues():
+            return
+        try:
+            check()
+        except volcano.Denied:
+            return
+        with self._meta_lock:
+            self.stale_denials += 1
 
     def _admit(self, kind: Kind, obj: dict, old: dict | None) -> None:
         """Validating admission: Volcano's webhooks and the ``priority`` admission plugin."""
@@ -1326,13 +1509,23 @@ class FakeKubeApi:
             "PodGroup": "validatepodgroup.volcano.sh",
             "Job": "validatejob.volcano.sh",
         }.get(kind.kind)
-        try:
+
+        def check(queues: dict[str, dict]) -> None:
             if kind.kind == "Queue":
-                volcano.validate_queue(obj, old, self._queues())
+                volcano.validate_queue(obj, old, queues)
             elif kind.kind == "PodGroup" and old is None:
-                volcano.validate_podgroup(obj, self._queues())
+                volcano.validate_podgroup(obj, queues)
             elif kind.kind == "Job" and old is None:
-                volcano.admit_job(obj, self._queues())
+                volcano.admit_job(obj, queues)  # patchDefaultQueue mutates the job
+
+        try:
+            if webhook is not None:
+                view = self._queues()
+                try:
+                    check(view)
+                except volcano.Denied:
+                    self._note_stale_denial(view, lambda: check(self._current_queues()))
+                    raise
         except volcano.Denied as e:
             # apiserver webhook errors (ToStatusErr): 400 unless the webhook says otherwise
             raise ApiError(
@@ -1720,12 +1913,91 @@ class FakeKubeApi:
                 new_meta["generation"] = old["metadata"]["generation"] + 1
             return 200, self._store(kind, new, owners, dry_run, new=False)
 
-    def _delete(self, kind: Kind, ns: str, name: str, dry_run: bool) -> dict:
+    def _delete_options(self, kind: Kind, raw: bytes, query: dict[str, str]) -> dict:
+        """The request's DeleteOptions: the body (what kubectl and client-go send) with the
+        query parameters folded in, as ``k8s.io/apiserver/pkg/endpoints/handlers/delete.go``
+        ``DeleteResource`` decodes them; then ``ValidateDeleteOptions``
+        (``k8s.io/apimachinery/pkg/apis/meta/v1/validation/validation.go``)."""
+        options = self._json(raw) if raw.strip() else {}
+        if options.get("kind") not in (None, "DeleteOptions"):
+            raise bad_request(f"the body of a DELETE must be DeleteOptions, not {options['kind']}")
+        if "dryRun" in query:
+            options.setdefault("dryRun", [query["dryRun"]])
+        if "propagationPolicy" in query:
+            options.setdefault("propagationPolicy", query["propagationPolicy"])
+        causes = []
+        dry_run = options.get("dryRun") or []
+        if not isinstance(dry_run, list) or any(v != "All" for v in dry_run):
+            # ValidateDryRun: only "All"
+            causes.append(validation.unsupported("dryRun", dry_run, ["All"]))
+        policy = options.get("propagationPolicy")
+        if policy is not None and policy not in PROPAGATION_POLICIES:
+            causes.append(
+                validation.unsupported("propagationPolicy", policy, list(PROPAGATION_POLICIES))
+            )
+        if policy is not None and options.get("orphanDependents") is not None:
+            causes.append(
+                validation.invalid(
+                    "propagationPolicy",
+                    policy,
+                    "orphanDependents and deletionPropagation cannot be both set",
+                )
+            )
+        preconditions = options.get("preconditions") or {}
+        if not isinstance(preconditions, dict) or set(preconditions) - {"uid", "resourceVersion"}:
+            causes.append(validation.invalid("preconditions", preconditions, "unknown field"))
+        if causes:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'DeleteOptions.meta.k8s.io "" is invalid: {validation.message_for(causes)}',
+                details={"group": "meta.k8s.io", "kind": "DeleteOptions", "causes": causes},
+            )
+        if dry_run == ["All"] and "dryRun" not in query:
+            with self._meta_lock:
+                self.dry_run_counts[("delete", kind.kind)] += 1
+        return options
+
+    def _delete(
+        self, kind: Kind, ns: str, name: str, dry_run: bool, options: dict | None = None
+    ) -> dict:
+        options = options or {}
         with self.store.lock:
+            if kind.kind == "Namespace" and name in IMMORTAL_NAMESPACES:
+                # NamespaceLifecycle Admit, before the object is even read
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                    details=_details(kind, name),
+                )
             obj = self._existing(kind, ns, name)
+            # k8s.io/apiserver/pkg/storage/interfaces.go Preconditions.Check, turned into a
+            # Conflict by pkg/storage/errors InterpretDeleteError (also in a dry run).
+            preconditions = options.get("preconditions") or {}
+            for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+                want = preconditions.get(field)
+                have = obj["metadata"].get(field)
+                if want is not None and want != have:
+                    raise ApiError(
+                        409,
+                        "Conflict",
+                        f'Operation cannot be fulfilled on {kind.resource} "{name}": '
+                        f"Precondition failed: {label} in precondition: {want}, {label} in "
+                        f"object meta: {have}",
+                        details=_details(kind, name),
+                    )
             if kind.kind == "Queue":
                 try:
-                    volcano.validate_queue_delete(name, self._queues())
+                    view = self._queues()
+                    try:
+                        volcano.validate_queue_delete(name, view)
+                    except volcano.Denied:
+                        self._note_stale_denial(
+                            view,
+                            lambda: volcano.validate_queue_delete(name, self._current_queues()),
+                        )
+                        raise
                 except volcano.Denied as e:
                     raise ApiError(
                         400,

@@ -144,7 +144,14 @@ def test_only_one_priority_class_may_be_the_global_default(kubeapi):
 
 
 def test_a_new_queue_is_defaulted_then_given_root_as_parent_and_opened(kubeapi, custom):
+    kubeapi.auto_controller = False
     make_queue(custom, "q")
+    # Until the queue controller has run, the queue has neither a parent nor a state.
+    before = kubeapi.get("Queue", "q")
+    assert "parent" not in before["spec"] and "status" not in before
+    assert kubeapi.pending_controller_actions() == ["q"]
+
+    assert kubeapi.controller_step() == ["q"]
 
     stored = kubeapi.get("Queue", "q")
     assert stored["spec"] == {
@@ -230,6 +237,7 @@ def test_a_podgroup_on_the_default_queue_moves_to_its_namespaces_queue(kubeapi, 
         {"metadata": {"name": "ml", "annotations": {"scheduling.volcano.sh/queue-name": "team"}}}
     )
     make_queue(custom, "team")
+    kubeapi.controller_step()  # the queue controller opens it
     for name, spec in (
         ("routed", {}),
         ("explicit", {"queue": "default"}),

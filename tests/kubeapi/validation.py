@@ -6,9 +6,13 @@ RBAC shapes, PriorityClass values, immutable fields, the Volcano Queue CRD schem
 fields. Each problem is a *cause* dict (``reason``, ``message``, ``field``) as in a ``Status`` body.
 
 One deliberate strictness beyond the real server (``strict_quota_names``): the real server accepts
-``limits.nvidia.com/gpu`` and a bare ``nvidia.com/gpu`` in ``ResourceQuota.spec.hard`` (they are
-qualified names) but quota never enforces them; only ``requests.<extended>`` works. The fake rejects
-them so a renderer that emits them fails its tests.
+a bare ``nvidia.com/gpu`` in ``ResourceQuota.spec.hard`` (a qualified name:
+``pkg/apis/core/validation/validation.go`` ``ValidateResourceQuotaResourceName`` checks only
+names without a ``/`` against the standard quota resources) but quota never enforces it; the fake
+rejects it so a renderer that emits it fails its tests. ``limits.<extended>`` (e.g.
+``limits.nvidia.com/gpu``) is accepted, as upstream accepts it: a namespace Fairshare adopts may
+already carry such a quota (quota only tracks ``requests.<extended>``:
+``pkg/quota/v1/evaluator/core/pods.go`` ``podComputeUsageHelper``).
 """
 
 from __future__ import annotations
@@ -225,13 +229,14 @@ def quota_resource_causes(field: str, name: str, *, strict: bool) -> list[Cause]
         ):
             return [invalid(field, name, "must be a standard resource for quota")]
         return []
-    if strict and not name.startswith(("requests.", "count/")) and "kubernetes.io/" not in name:
+    prefixed = name.startswith(("requests.", "limits.", "count/"))
+    if strict and not prefixed and "kubernetes.io/" not in name:
         return [
             invalid(
                 field,
                 name,
                 "quota for an extended resource must use the 'requests.' prefix "
-                "(limits and bare names are never enforced)",
+                "(a bare name is never enforced)",
             )
         ]
     return []

@@ -14,6 +14,9 @@ CRDs in ``/work/shared/schemas/volcano`` come from):
 * :func:`mutate_podgroup` / :func:`validate_podgroup` —
   ``pkg/webhooks/admission/podgroups/mutate/mutate_podgroup.go`` ``createPodGroupPatch`` and
   ``podgroups/validate/validate_podgroup.go`` ``checkQueueState``;
+* :func:`scheduler_blocked` / :func:`stranded_podgroups` — what the scheduler does with
+  PodGroups and queues: ``pkg/scheduler/plugins/capacity/capacity.go``
+  ``buildHierarchicalQueueAttrs`` and ``pkg/scheduler/cache/cache.go`` ``Snapshot``;
 * :func:`admit_job` — ``pkg/webhooks/admission/jobs/mutate/mutate_job.go``
   ``patchDefaultQueue`` and ``jobs/validate/admit_job.go`` ``validateJobCreate`` (queue exists,
   is open, is not ``root`` and is a leaf).
@@ -146,11 +149,65 @@ def validate_queue_delete(name: str, queues: Queues) -> None:
         )
 
 
+def _is_integer_resource(name: str) -> bool:
+    """``k8s.io/kubernetes/pkg/apis/core/helper/helpers.go`` ``IsIntegerResourceName``: the
+    standard integer resources and every extended resource (a name with a domain that is not
+    ``kubernetes.io/`` and not ``requests.``-prefixed)."""
+    if name in _STANDARD_INTEGER_RESOURCES:
+        return True
+    native = "/" not in name or "kubernetes.io/" in name
+    return not native and not name.startswith("requests.")
+
+
+# helpers.go standardIntegerResources
+_STANDARD_INTEGER_RESOURCES = frozenset(
+    {
+        "pods",
+        "requests.pods",
+        "limits.pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    }
+)
+
+
+def _quantity_value_problems(field: str, resource: str, quantity: Any) -> list[str]:
+    """``pkg/apis/core/validation/validation.go`` ``ValidateResourceQuantityValue`` (called by
+    ``validateResourceQuantityOfQueue`` for every capability, deserved and guarantee amount):
+    ``ValidateNonnegativeQuantity``, and whole units for an integer resource."""
+    try:
+        value = Decimal(parse_quantity(quantity))
+    except (ValueError, ArithmeticError):
+        return []  # the CRD schema's quantity pattern refused it already
+    problems = []
+    if value < 0:
+        problems.append(f'{field}: Invalid value: "{quantity}": must be greater than or equal to 0')
+    if _is_integer_resource(resource) and (value * 1000) % 1000 != 0:
+        problems.append(f'{field}: Invalid value: "{quantity}": must be an integer')
+    return problems
+
+
 def _validate_resource_quantity(spec: Mapping[str, Any]) -> None:
-    """``validateResourceQuantityOfQueue``: guarantee <= deserved <= capability per resource."""
+    """``validateResourceQuantityOfQueue``: each amount is a valid quantity value (non-negative,
+    whole for integer resources such as ``nvidia.com/gpu``), and guarantee <= deserved <=
+    capability per resource."""
     deserved = spec.get("deserved") or {}
     capability = spec.get("capability") or {}
     problems = []
+    for section, amounts in (
+        ("capability", capability),
+        ("deserved", deserved),
+        ("guarantee.resource", (spec.get("guarantee") or {}).get("resource") or {}),
+    ):
+        for resource, quantity in amounts.items():
+            field = f"requestBody.spec.{section}.{resource}"
+            problems += _quantity_value_problems(field, resource, quantity)
     for resource, quantity in ((spec.get("guarantee") or {}).get("resource") or {}).items():
         if resource not in deserved:
             problems.append(
@@ -377,7 +434,13 @@ def mutate_podgroup(
     podgroup: Mapping[str, Any], namespace: Mapping[str, Any] | None
 ) -> list[dict[str, Any]]:
     """``mutate_podgroup.go`` ``createPodGroupPatch``: a PodGroup on the ``default`` queue moves
-    to the queue its namespace's ``scheduling.volcano.sh/queue-name`` annotation names."""
+    to the queue its namespace's ``scheduling.volcano.sh/queue-name`` annotation names.
+
+    CREATE only (``PodGroups`` refuses any other operation, and the webhook is registered for
+    CREATE): a PodGroup's queue is fixed when it is created. Re-annotating the namespace, or
+    updating the PodGroup, never re-routes it; the job controller does not move it either
+    (``pkg/controllers/job/job_controller_actions.go`` ``createOrUpdatePodGroup`` sets
+    ``spec.queue`` only when it creates the PodGroup)."""
     if (_spec(podgroup).get("queue") or DEFAULT) != DEFAULT or namespace is None:
         return []
     annotations = (namespace.get("metadata") or {}).get("annotations") or {}
@@ -425,3 +488,85 @@ def admit_job(job: dict[str, Any], queues: Queues) -> None:
         raise Denied(
             f" can only submit job to leaf queue, queue `{name}` has {len(children)} child queues;"
         )
+
+
+# --------------------------------------------------------------------------- scheduler
+
+
+def _podgroup_queue(podgroup: Mapping[str, Any]) -> str:
+    return str(_spec(podgroup).get("queue") or DEFAULT)
+
+
+def _waiting(podgroup: Mapping[str, Any]) -> bool:
+    """A PodGroup with work still to run: not ``Completed``
+    (``volcano.sh/apis`` ``pkg/apis/scheduling/v1beta1/types.go`` ``PodGroupCompleted``)."""
+    return ((podgroup.get("status") or {}).get("phase") or "") != "Completed"
+
+
+def scheduler_blocked(
+    podgroups: list[Mapping[str, Any]], queues: Queues, *, hierarchy: bool = True
+) -> str | None:
+    """Why the scheduler's capacity plugin allocates and enqueues nothing in the whole cluster
+    this session, or None.
+
+    ``pkg/scheduler/plugins/capacity/capacity.go`` ``OnSessionOpen``: with the hierarchy on
+    (``ssn.HierarchyEnabled``, the ``capacity`` plugin with ``enableHierarchy: true``, as
+    Fairshare's scheduler configuration ships), ``readyToSchedule`` is
+    ``buildHierarchicalQueueAttrs(ssn)``; when it is false every ``AllocatableFn``,
+    ``JobEnqueueableFn``, ``PreemptiveFn`` and reclaim function of the plugin rejects, for
+    every queue. ``buildHierarchicalQueueAttrs`` returns false when ``updateAncestors`` fails
+    (a queue whose parent does not exist: "the queue %s has invalid parent queue %s") or when
+    a job of the session sits in a queue with children ("The Queue <%s> of Job <%s/%s> is not
+    leaf queue"). The session's jobs are the PodGroups whose queue exists
+    (``pkg/scheduler/cache/cache.go`` ``Snapshot`` skips the others). Without the hierarchy
+    (``buildQueueAttrs``) nothing blocks the whole cluster.
+    """
+    if not hierarchy:
+        return None
+    for name, queue in sorted(queues.items()):
+        if name == ROOT:
+            continue
+        parent = _parent(queue) or ROOT
+        if parent not in queues:
+            return f"the queue {name} has invalid parent queue {parent}"
+    for podgroup in _sorted_podgroups(podgroups):
+        name = _podgroup_queue(podgroup)
+        if name not in queues:
+            continue
+        if children_of(name, queues):
+            meta = podgroup["metadata"]
+            return (
+                f"The Queue <{name}> of Job <{meta.get('namespace')}/{meta['name']}> is not "
+                "leaf queue"
+            )
+    return None
+
+
+def stranded_podgroups(
+    podgroups: list[Mapping[str, Any]], queues: Queues
+) -> list[tuple[str, str, str, str]]:
+    """The PodGroups with work left (not ``Completed``) that the scheduler will never run where
+    they are, as ``(namespace, name, queue, reason)``: their queue does not exist (``cache.go``
+    ``Snapshot``: "The Queue <%v> of Job <%v/%v> does not exist, ignore it"; a PodGroup's queue
+    never changes after creation, see :func:`mutate_podgroup`) or is not a leaf (``capacity.go``
+    ``AllocatableFn``: "Queue <%s> is not a leaf queue, can not allocate task", and the
+    whole-cluster refusal of :func:`scheduler_blocked`)."""
+    out = []
+    for podgroup in _sorted_podgroups(podgroups):
+        if not _waiting(podgroup):
+            continue
+        meta, name = podgroup["metadata"], _podgroup_queue(podgroup)
+        if name not in queues:
+            reason = f"queue {name} does not exist"
+        elif name == ROOT or children_of(name, queues):
+            reason = f"queue {name} is not a leaf queue"
+        else:
+            continue
+        out.append((str(meta.get("namespace") or ""), str(meta["name"]), name, reason))
+    return out
+
+
+def _sorted_podgroups(podgroups: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(
+        podgroups, key=lambda p: (p["metadata"].get("namespace") or "", p["metadata"]["name"])
+    )

@@ -122,7 +122,8 @@ def test_it_knows_where_each_managed_kind_lives():
 
 def test_it_creates_with_server_side_apply_then_is_idempotent(kubeapi, api):
     created = server_side_apply(api, queue())
-    # (Volcano's queue controller then patched spec.parent: root and opened the queue.)
+    # (Volcano's queue controller then patches spec.parent: root and opens the queue.)
+    kubeapi.controller_step()
     before = kubeapi.get("Queue", "team-a")["metadata"]["resourceVersion"]
     again = server_side_apply(api, queue())
 

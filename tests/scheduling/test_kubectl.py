@@ -5,6 +5,10 @@ layout (Namespaces before their contents, Queue parents before children); a seco
 changes nothing (no resourceVersion moves), ``kubectl diff --server-side`` reports no
 difference, and ``kubectl get queues`` lists the Queues. kubectl comes from the machine
 (``/usr/bin/kubectl``; ``.ci/run`` installs Debian's ``kubernetes-client`` where it is missing).
+
+Then kubectl against the fake's time and delete behaviours (issue 25): a lagging webhook
+cache, ``delete --dry-run=server``, delete preconditions, no strategic merge patch for a
+custom resource, immortal namespaces.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ def test_kubectl_round_trips_the_export(kubeapi, tmp_path):
     validate = [] if client_minor() >= 27 else ["--validate=false"]
 
     first = kubectl(config, "apply", "--server-side", "-R", "-f", str(out), *validate)
+    kubeapi.controller_step()  # Volcano's queue controller parents and opens the new Queues
     before = versions(kubeapi)
     kubectl(config, "apply", "--server-side", "-R", "-f", str(out), *validate)
     diff = kubectl(config, "diff", "--server-side", "-R", "-f", str(out), check=False)
@@ -102,3 +107,126 @@ def test_kubectl_is_refused_a_queue_that_breaks_volcanos_rules(kubeapi, tmp_path
     assert result.returncode != 0
     assert 'admission webhook "validatequeue.volcano.sh" denied the request' in result.stderr
     assert "exceeds its ancestor's capability" in result.stderr
+
+
+# ------------------------------------------------------------------ time and deletes (issue 25)
+
+QUEUES = (
+    "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata:\n  name: dept\n"
+    "spec:\n  weight: 1\n  capability:\n    nvidia.com/gpu: '8'\n---\n"
+    "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata:\n  name: team\n"
+    "spec:\n  weight: 1\n  parent: dept\n  capability:\n    nvidia.com/gpu: '4'\n"
+)
+needs_kubectl = pytest.mark.skipif(
+    not Path(KUBECTL).exists(), reason="kubectl is not installed (see .ci/run)"
+)
+
+
+@needs_kubectl
+def test_kubectl_meets_the_lagging_webhook_cache_then_converges(kubeapi, tmp_path):
+    manifest = tmp_path / "queues.yaml"
+    manifest.write_text(QUEUES)
+    kubeapi.webhook_cache_lag = 1
+    kubeapi.webhook_cache_delay = 30.0
+
+    first = kubectl(
+        kubeapi.kubeconfig_path, "apply", "--server-side", "-f", str(manifest), check=False
+    )
+
+    assert first.returncode != 0
+    assert "queue.scheduling.volcano.sh/dept serverside-applied" in first.stdout
+    assert (
+        'admission webhook "validatequeue.volcano.sh" denied the request: failed to get parent '
+        'queue dept of queue team: queue.scheduling.volcano.sh "dept" not found'
+    ) in first.stderr
+    assert kubeapi.stale_denials == 1
+
+    kubeapi.webhook_cache_delay = 0.0  # the informer caught up
+    kubectl(kubeapi.kubeconfig_path, "apply", "--server-side", "-f", str(manifest))
+    assert kubeapi.get("Queue", "team")["spec"]["parent"] == "dept"
+
+
+@needs_kubectl
+def test_kubectl_delete_dry_run_server_deletes_nothing(kubeapi, tmp_path):
+    manifest = tmp_path / "queues.yaml"
+    manifest.write_text(QUEUES)
+    kubectl(kubeapi.kubeconfig_path, "apply", "--server-side", "-f", str(manifest))
+
+    result = kubectl(kubeapi.kubeconfig_path, "delete", "queue", "team", "--dry-run=server")
+
+    assert 'queue.scheduling.volcano.sh "team" deleted (server dry run)' in result.stdout
+    assert kubeapi.get("Queue", "team") is not None
+    # Volcano's webhook still runs in a dry run: a parent with a child is refused.
+    parent = kubectl(
+        kubeapi.kubeconfig_path, "delete", "queue", "dept", "--dry-run=server", check=False
+    )
+    assert parent.returncode != 0
+    assert "queue dept can not be deleted because it has 1 child queues: team" in parent.stderr
+
+
+@needs_kubectl
+def test_kubectl_delete_with_a_stale_precondition_is_a_conflict(kubeapi, tmp_path):
+    manifest = tmp_path / "queues.yaml"
+    manifest.write_text(QUEUES)
+    kubectl(kubeapi.kubeconfig_path, "apply", "--server-side", "-f", str(manifest))
+    uid = kubeapi.get("Queue", "team")["metadata"]["uid"]
+    options = tmp_path / "options.json"
+    options.write_text(
+        json.dumps({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "x"}})
+    )
+    path = "/apis/scheduling.volcano.sh/v1beta1/queues/team"
+
+    stale = kubectl(
+        kubeapi.kubeconfig_path, "delete", "--raw", path, "-f", str(options), check=False
+    )
+
+    assert stale.returncode != 0
+    assert (
+        "Error from server (Conflict): Operation cannot be fulfilled on "
+        'queues.scheduling.volcano.sh "team": Precondition failed: UID in precondition: x, '
+        f"UID in object meta: {uid}"
+    ) in stale.stderr
+    assert kubeapi.get("Queue", "team") is not None
+    options.write_text(json.dumps({"kind": "DeleteOptions", "preconditions": {"uid": uid}}))
+    kubectl(kubeapi.kubeconfig_path, "delete", "--raw", path, "-f", str(options))
+    assert kubeapi.get("Queue", "team") is None
+
+
+@needs_kubectl
+def test_kubectl_is_refused_a_strategic_merge_patch_of_a_queue(kubeapi, tmp_path):
+    manifest = tmp_path / "queues.yaml"
+    manifest.write_text(QUEUES)
+    kubectl(kubeapi.kubeconfig_path, "apply", "--server-side", "-f", str(manifest))
+    patch = '{"spec":{"weight":2}}'
+
+    smp = kubectl(
+        kubeapi.kubeconfig_path,
+        "patch",
+        "queue",
+        "team",
+        "--type=strategic",
+        "-p",
+        patch,
+        check=False,
+    )
+    merge = kubectl(kubeapi.kubeconfig_path, "patch", "queue", "team", "--type=merge", "-p", patch)
+
+    assert smp.returncode != 0
+    assert (
+        "the body of the request was in an unknown format - accepted media types include: "
+        "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    ) in smp.stderr
+    assert "patched" in merge.stdout
+    assert kubeapi.get("Queue", "team")["spec"]["weight"] == 2
+
+
+@needs_kubectl
+def test_kubectl_cannot_delete_an_immortal_namespace(kubeapi):
+    result = kubectl(kubeapi.kubeconfig_path, "delete", "namespace", "kube-system", check=False)
+
+    assert result.returncode != 0
+    assert (
+        'Error from server (Forbidden): namespaces "kube-system" is forbidden: this namespace '
+        "may not be deleted"
+    ) in result.stderr
+    assert kubeapi.get("Namespace", "kube-system") is not None
