@@ -133,4 +133,3 @@ def call_with_retry(
                 e,
             )
             sleep(delay)
-
