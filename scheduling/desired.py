@@ -1,7 +1,7 @@
 """The desired state as plain data: the tenancy model read from the database into a ClusterSpec.
 
 ``build_cluster_spec()`` is the bridge between the Django models (``quotas``, ``scheduling``) and
-the pure renderer: it reads every row it needs in a constant number of queries (eight, whatever
+the pure renderer: it reads every row it needs in a constant number of queries (nine, whatever
 the number of teams or namespaces) and returns a :class:`~scheduling.domain.types.ClusterSpec`
 that ``render()`` turns into manifests.
 
@@ -46,6 +46,7 @@ from typing import Any
 from quotas.domain.quantity import is_byte_resource
 from quotas.models import LimitPolicy, Membership, Namespace, PriorityTier, Team, TeamQuota
 from quotas.quantities import is_integral_resource
+from quotas.transitions import render_overrides
 from scheduling.domain.render import LABEL_TEAM
 from scheduling.domain.types import (
     OVERCOMMITTABLE_RESOURCES,
@@ -181,8 +182,25 @@ def sync_scope(teams: Iterable[str], *, queues: bool = False) -> SyncScope:
             slug = rows[slug]
         return slug
 
-    roots = {root(slug) for slug in wanted}
-    trees = frozenset(slug for slug in rows if root(slug) in roots) | wanted
+    # A team whose move waits is rendered under its previous department: both trees count.
+    ids = dict(Team.objects.values_list("id", "cluster_name"))
+    rendered = dict(rows)
+    for team_id, override in render_overrides().items():
+        if "parent_id" in override and team_id in ids:
+            rendered[ids[team_id]] = ids.get(override["parent_id"])
+
+    def root_in(parents: Mapping[str, str | None], slug: str) -> str:
+        seen = set()
+        while parents.get(slug) and slug not in seen:
+            seen.add(slug)
+            slug = parents[slug]  # type: ignore[assignment]
+        return slug
+
+    roots = {root(slug) for slug in wanted} | {root_in(rendered, slug) for slug in wanted}
+    trees = (
+        frozenset(slug for slug in rows if root(slug) in roots or root_in(rendered, slug) in roots)
+        | wanted
+    )
     return SyncScope(teams=wanted, trees=trees, queues=queues)
 
 
@@ -215,7 +233,7 @@ def _limit_spec(rows: Iterable[Mapping[str, Any]]) -> LimitSpec | None:
 def build_cluster_spec(
     *, within: Collection[str] | None = None, computation_id: int | None = None
 ) -> ClusterSpec:
-    """Read the tenancy model and return it as a ClusterSpec (eight queries).
+    """Read the tenancy model and return it as a ClusterSpec (nine queries).
 
     ``within`` (team cluster names closed under parent and children, i.e. whole department trees, as
     ``sync_scope`` gives): read only those teams and what hangs off them. None: every team.
@@ -244,6 +262,16 @@ def build_cluster_spec(
             else Team.objects.all()
         ).values("id", "cluster_name", "parent_id", "weight", "tier__name", "reclaimable", "active")
     }
+    # A team whose transition waits is rendered as the cluster has it (quotas.transitions).
+    for team_id, override in render_overrides().items():
+        if team_id not in teams:
+            continue
+        if override.get("hidden"):
+            del teams[team_id]
+        elif "parent_id" in override:
+            teams[team_id]["parent_id"] = override["parent_id"]
+        else:
+            teams[team_id]["active"] = True
     included = _effectively_active(teams)
     departments = {teams[t]["parent_id"] for t in included if teams[t]["parent_id"] is not None}
 

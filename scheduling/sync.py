@@ -895,6 +895,29 @@ def _apply_all(
     return tally.outcomes
 
 
+def _advance_transitions(api_client: Any, notes: list[str]) -> tuple[str, ...]:
+    """Complete the waiting transitions the live PodGroups no longer block (one LIST), before
+    the desired state is read, so that this run renders what the cluster may take on now;
+    return the teams (cluster names) they concern. Without a PodGroup API (Volcano not
+    installed) the latest workload collection decides."""
+    from quotas.transitions import waiting
+    from scheduling.transitions import advance_transitions, live_podgroup_queues
+
+    if not waiting().exists():
+        return ()
+    try:
+        queues = live_podgroup_queues(api_client)
+    except K8sError as e:
+        log.info("cannot list PodGroups (%s); transitions use the latest collection", e)
+        queues = None
+    done = advance_transitions(queues)
+    if done.completed:
+        notes.append(f"Transitions completed for {', '.join(done.completed)}.")
+    if done.waiting:
+        notes.append(f"{done.waiting} transition(s) wait for workloads to finish.")
+    return done.completed
+
+
 def _share_source(run: SyncRun) -> list[str]:
     """Record on ``run`` which share computation gives the Queues' deserved, and whether the
     shares are stale (computations failed since); return the log note for a stale one.
@@ -1309,6 +1332,10 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
     notes += _share_source(run)
     phases.done("start")
     try:
+        if not run.dry_run and not snapshot:
+            done = _advance_transitions(api_client, notes)
+            if scope is not None and set(done) - scope.teams:
+                scope = sync_scope(scope.teams | set(done), queues=scope.queues)
         if scope is None:
             manifests = render(build_cluster_spec(computation_id=run.share_computation_id))
         else:
