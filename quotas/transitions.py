@@ -106,8 +106,8 @@ def describe(transition: Transition, blocking: int | None = None) -> str:
     if transition.kind == TransitionKind.FIRST_CHILD:
         parent = params.get("parent_name") or "its department"
         return (
-            f"waiting for {work} in queue {queues} to finish before {parent} can become a "
-            f"department with {transition.team.slug} in it"
+            f"waiting for {work} in queue {queues} to finish and be cleaned up before "
+            f"{parent} can become a department with {transition.team.slug} in it"
         )
     return (
         f"waiting for {work} in queue {queues} to finish before "

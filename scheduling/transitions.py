@@ -29,7 +29,13 @@ from quotas.choices import TransitionKind
 from quotas.models import Namespace
 from quotas.transitions import complete_transition, note_blocking, waiting
 
-__all__ = ["Advance", "advance_transitions", "live_podgroup_queues", "recorded_podgroup_queues"]
+__all__ = [
+    "Advance",
+    "PodGroupCounts",
+    "advance_transitions",
+    "live_podgroup_queues",
+    "recorded_podgroup_queues",
+]
 
 log = logging.getLogger(__name__)
 
@@ -49,41 +55,71 @@ def _busy(podgroup: Mapping[str, Any]) -> bool:
     return ((podgroup.get("status") or {}).get("phase") or "") != "Completed"
 
 
-def live_podgroup_queues(api_client: Any) -> Counter:
-    """PodGroups with work left per queue, from one paginated LIST across all namespaces.
-    Raises K8sError (e.g. 404 where Volcano is not installed)."""
+@dataclass(frozen=True)
+class PodGroupCounts:
+    """PodGroups per queue: ``busy`` those with work left, ``present`` all of them.
+
+    A Queue about to be deleted strands only PodGroups with work left (the scheduler ignores
+    the rest). A Queue about to become a parent must hold none at all: the capacity plugin's
+    ``buildHierarchicalQueueAttrs`` (``pkg/scheduler/plugins/capacity/capacity.go``) checks
+    every job of the session, and the session holds every PodGroup whose queue exists
+    (``pkg/scheduler/cache/cache.go`` ``Snapshot``), finished or not, until it is deleted.
+    """
+
+    busy: Counter
+    present: Counter
+
+
+def _counts(pairs: Iterable[tuple[str, bool]]) -> PodGroupCounts:
+    busy: Counter = Counter()
+    present: Counter = Counter()
+    for queue, working in pairs:
+        present[queue] += 1
+        if working:
+            busy[queue] += 1
+    return PodGroupCounts(busy=busy, present=present)
+
+
+def live_podgroup_queues(api_client: Any) -> PodGroupCounts:
+    """PodGroups per queue from one paginated LIST across all namespaces. Raises K8sError
+    (e.g. 404 where Volcano is not installed)."""
     from scheduling.k8s.apply import call_with_retry
     from scheduling.k8s.observe import list_raw
 
     items = call_with_retry(lambda: list(list_raw(api_client, PODGROUPS_PATH)), attempts=3)
-    return Counter(
-        str((pg.get("spec") or {}).get("queue") or "default") for pg in items if _busy(pg)
+    return _counts(
+        (str((pg.get("spec") or {}).get("queue") or "default"), _busy(pg)) for pg in items
     )
 
 
-def recorded_podgroup_queues() -> Counter:
-    """PodGroups with work left per queue in the latest workload collection."""
+def recorded_podgroup_queues() -> PodGroupCounts:
+    """PodGroups per queue in the latest workload collection."""
     from monitoring.models import Workload
 
     latest = Workload.objects.order_by("-taken_at").values_list("taken_at", flat=True).first()
     if latest is None:
-        return Counter()
-    rows = Workload.objects.filter(taken_at=latest).exclude(phase="Completed")
-    return Counter(q for q in rows.values_list("queue", flat=True) if q)
+        return _counts(())
+    rows = Workload.objects.filter(taken_at=latest).values_list("queue", "phase")
+    return _counts((queue, phase != "Completed") for queue, phase in rows if queue)
 
 
 def advance_transitions(
-    queues: Mapping[str, int] | None = None, *, now: datetime | None = None
+    queues: PodGroupCounts | None = None, *, now: datetime | None = None
 ) -> Advance:
-    """Complete every waiting transition whose Queues hold no PodGroup with work left (and, for
-    a deactivation, whose team has no managed namespace left); record on the others how many
-    PodGroups they wait for. ``queues``: PodGroups per queue (None: the latest collection)."""
+    """Complete every waiting transition whose Queues hold nothing it would strand (and, for a
+    deactivation, whose team has no managed namespace left); record on the others how many
+    PodGroups they wait for. A first child waits until the leaf Queue holds no PodGroup at
+    all; a Queue to be deleted until it holds none with work left (see PodGroupCounts).
+    ``queues``: PodGroups per queue (None: the latest collection)."""
     now = now or timezone.now()
     counts = recorded_podgroup_queues() if queues is None else queues
     completed: list[str] = []
     still = 0
     for transition in waiting():
-        blocking = sum(counts.get(q, 0) for q in transition.queues)
+        per_queue: Mapping[str, int] = (
+            counts.present if transition.kind == TransitionKind.FIRST_CHILD else counts.busy
+        )
+        blocking = sum(per_queue.get(q, 0) for q in transition.queues)
         namespaces_left = (
             transition.kind == TransitionKind.DEACTIVATE
             and Namespace.objects.filter(team_id=transition.team_id, managed=True).exists()
