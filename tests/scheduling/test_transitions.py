@@ -231,3 +231,39 @@ def test_changes_without_workloads_complete_in_the_same_run(world, cluster):
     assert Transition.objects.get(team=vision).state == TransitionState.COMPLETED
     assert "Transitions completed" in run.log
     assert cluster.get("Queue", "vision")["spec"]["parent"] == "research"
+
+
+def test_the_api_shows_what_waits_and_lets_an_admin_cancel_it(world, cluster):
+    from rest_framework.test import APIClient
+
+    workloads(cluster, "research-ml", "research")
+    research = Team.objects.get(pk=world.research.pk)
+    research.active = False
+    research.save()
+    sync_now()
+    transition = Transition.objects.get(team=research)
+
+    outsider = APIClient()
+    outsider.force_authenticate(world.alice)  # team-a's lead: cannot see research
+    assert outsider.get("/api/v1/transitions/").json()["results"] == []
+    assert outsider.post(f"/api/v1/transitions/{transition.pk}/cancel/").status_code == 404
+
+    admin = APIClient()
+    admin.force_authenticate(world.root)
+    [shown] = admin.get("/api/v1/transitions/?state=waiting").json()["results"]
+    assert shown["team"] == "research"
+    assert shown["team_cluster_name"] == "research"
+    assert shown["kind"] == "deactivate"
+    assert shown["blocking"] == 2
+    assert shown["queues"] == ["research", "research.own"]
+    assert shown["waiting_for"].startswith("waiting for 2 workloads in queue research")
+    assert shown["since"]
+
+    answer = admin.post(f"/api/v1/transitions/{transition.pk}/cancel/")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["state"] == "cancelled"
+    assert Team.objects.get(pk=research.pk).active is True
+    again = admin.post(f"/api/v1/transitions/{transition.pk}/cancel/")
+    assert again.status_code == 409
+    assert "Only a waiting transition can be cancelled" in again.json()["errors"]["detail"][0]
+    assert admin.get("/api/v1/teams/research/").json()["cluster_name"] == "research"
