@@ -267,3 +267,22 @@ def test_the_api_shows_what_waits_and_lets_an_admin_cancel_it(world, cluster):
     assert again.status_code == 409
     assert "Only a waiting transition can be cancelled" in again.json()["errors"]["detail"][0]
     assert admin.get("/api/v1/teams/research/").json()["cluster_name"] == "research"
+
+
+def test_a_waiting_transition_is_a_prometheus_metric(world, cluster):
+    from monitoring.metrics import FairshareCollector
+
+    workloads(cluster, "research-ml", "research")
+    research = Team.objects.get(pk=world.research.pk)
+    research.active = False
+    research.save()
+    sync_now()
+
+    metrics = {m.name: m for m in FairshareCollector().collect()}
+    [waiting] = metrics["fairshare_transition_waiting"].samples
+    assert waiting.labels == {"team": "research", "kind": "deactivate"}
+    assert waiting.value == 1
+    [blocking] = metrics["fairshare_transition_blocking_workloads"].samples
+    assert blocking.value == 2
+    [age] = metrics["fairshare_transition_waiting_seconds"].samples
+    assert age.value >= 0
