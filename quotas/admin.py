@@ -178,12 +178,8 @@ class TeamAdmin(SiteAdminOnly, SyncsTheCluster, admin.ModelAdmin):
         return {obj.pk, obj.parent_id}
 
     def save_model(self, request, obj, form, change):
-        before = self._current(obj) if change else None
-        if before is not None and before.slug != obj.slug:
-            # Renamed: its objects carry the old slug, which a selector by team cannot reach.
-            super(SyncsTheCluster, self).save_model(request, obj, form, change)
-            self._notify(None)
-            return
+        # A rename changes nothing in the cluster (its objects carry the fixed cluster name).
+        obj._changed_by = request.user  # recorded on any transition the change starts
         super().save_model(request, obj, form, change)
 
     def save_related(self, request, form, formsets, change):
@@ -338,3 +334,6 @@ class QuotaRequestLineAdmin(SiteAdminOnly, admin.ModelAdmin):
             .get_queryset(request)
             .filter(request__in=QuotaRequest.objects.visible_to(request.user))
         )
+
+
+from quotas import admin_transitions  # noqa: E402, F401  (registers TransitionAdmin)

@@ -286,3 +286,38 @@ def test_a_waiting_transition_is_a_prometheus_metric(world, cluster):
     assert blocking.value == 2
     [age] = metrics["fairshare_transition_waiting_seconds"].samples
     assert age.value >= 0
+
+
+def test_the_team_page_shows_what_waits_and_an_admin_cancels_it_there(world, cluster, client):
+    from tests.base import PASSWORD
+
+    workloads(cluster, "research-ml", "research")
+    research = Team.objects.get(pk=world.research.pk)
+    research.slug = "research-lab"  # a rename: the page moves, the cluster name stays
+    research.active = False
+    research.save()
+    sync_now()
+    transition = Transition.objects.get(team=research)
+
+    client.login(username="root", password=PASSWORD)
+    page = client.get("/teams/research-lab/").content.decode()
+    assert "Waiting before the cluster changes" in page
+    assert "waiting for 2 workloads in queue research, research.own to finish" in page
+    assert "Name in the cluster: <code>research</code>" in page
+    assert f"/teams/research-lab/transitions/{transition.pk}/cancel/" in page
+
+    client.logout()
+    client.login(username="alice", password=PASSWORD)
+    url = f"/teams/research-lab/transitions/{transition.pk}/cancel/"
+    assert client.post(url).status_code == 404  # alice cannot see research
+
+    client.logout()
+    client.login(username="root", password=PASSWORD)
+    assert client.post(url).status_code == 302
+    transition.refresh_from_db()
+    assert transition.state == TransitionState.CANCELLED
+    assert Team.objects.get(pk=research.pk).active is True
+    assert (
+        "Waiting before the cluster changes"
+        not in client.get("/teams/research-lab/").content.decode()
+    )
