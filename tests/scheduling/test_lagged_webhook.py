@@ -159,3 +159,35 @@ def test_a_queue_that_does_not_open_leaves_the_namespace_unrouted_with_the_reaso
     namespace = cluster.get("Namespace", "team-c-ml")
     assert ANNOTATION not in (namespace["metadata"].get("annotations") or {})
     assert cluster.get("ResourceQuota", "fairshare", "team-c-ml") is not None
+
+
+def test_export_manifests_says_when_a_change_needs_more_than_one_kubectl_pass(
+    tmp_path, settings
+):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    cast = make_cast()
+    out = tmp_path / "export"
+
+    def export() -> str:
+        text = StringIO()
+        call_command("export_manifests", "--out", str(out), stdout=text)
+        return text.getvalue()
+
+    assert "More than one" not in export()  # a first export: one pass
+    assert "More than one" not in export()  # nothing changed
+
+    # A rebalance between siblings: team-b must shrink before team-a grows.
+    quota(cast.team_b, 10, Decimal(60))
+    quota(cast.team_a, 40, Decimal(40))
+    said = export()
+    assert "More than one `kubectl apply` pass is needed" in said
+    assert "Queue team-b shrinks" in said
+
+    # A new department with a team: the child sits under a parent written in the same pass.
+    dept_z = Team.objects.create(slug="dept-z", name="Z", tier=cast.tier)
+    Team.objects.create(slug="team-z", name="TZ", parent=dept_z, tier=cast.tier)
+    said = export()
+    assert "Queue team-z sits under dept-z, which this change also writes" in said
