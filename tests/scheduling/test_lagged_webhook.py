@@ -161,9 +161,7 @@ def test_a_queue_that_does_not_open_leaves_the_namespace_unrouted_with_the_reaso
     assert cluster.get("ResourceQuota", "fairshare", "team-c-ml") is not None
 
 
-def test_export_manifests_says_when_a_change_needs_more_than_one_kubectl_pass(
-    tmp_path, settings
-):
+def test_export_manifests_says_when_a_change_needs_more_than_one_kubectl_pass(tmp_path, settings):
     from io import StringIO
 
     from django.core.management import call_command
