@@ -651,11 +651,15 @@ def _wait_until_open(api_client: Any, names: set[str]) -> dict[str, str | None]:
         delay = min(delay * 2, 0.5)
 
 
-def _not_routed(name: str, state: str | None) -> NotRouted:
+def _not_routed(name: str, state: str | None, *, failed: bool = False) -> NotRouted:
     limit = float(getattr(settings, "FAIRSHARE_SYNC_ROUTE_WAIT", 10.0))
     seen = "does not exist" if state is None else f"is {state or 'not opened yet'}"
+    if failed:
+        seen, limit = "could not be written in this run", 0.0
     return NotRouted(
-        f"Kept the old scheduling.volcano.sh/queue-name: Queue {name} {seen} after {limit:g} s, "
+        f"Kept the old scheduling.volcano.sh/queue-name: Queue {name} {seen}"
+        + (f" after {limit:g} s" if limit else "")
+        + ", "
         "and Volcano denies a PodGroup in a queue that is not Open (validate_podgroup.go). "
         "The next sync routes the namespace once the Queue is Open."
     )
@@ -791,7 +795,9 @@ def _apply_wave(
             if queue in closed:
                 # Written without the new routing (the quota and RBAC still go out), and failed
                 # with the reason: the next sync routes it.
-                not_routed[id(unit[0].change)] = _not_routed(queue, closed[queue])
+                not_routed[id(unit[0].change)] = _not_routed(
+                    queue, closed[queue], failed=queue in failed
+                )
                 unit = tuple(step.unrouted() if step.route_queue else step for step in unit)
             routed.append(unit)
         pending = routed

@@ -219,8 +219,9 @@ def test_a_500_on_one_object_fails_that_item_and_the_next_run_retries_it(
     assert "2 of 16 objects failed" in run.error
     unrouted = item(run, "Namespace", "team-b-ml")
     assert unrouted.action == SyncAction.FAILED
-    assert "Kept the old scheduling.volcano.sh/queue-name: Queue team-b does not exist" in (
-        unrouted.error
+    assert (
+        "Kept the old scheduling.volcano.sh/queue-name: Queue team-b could not be written in "
+        "this run, and Volcano denies a PodGroup in a queue that is not Open" in unrouted.error
     )
     namespace = cluster.get("Namespace", "team-b-ml")
     annotations = namespace["metadata"].get("annotations") or {}
