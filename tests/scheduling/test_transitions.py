@@ -321,3 +321,49 @@ def test_the_team_page_shows_what_waits_and_an_admin_cancels_it_there(world, clu
         "Waiting before the cluster changes"
         not in client.get("/teams/research-lab/").content.decode()
     )
+
+
+def test_the_advance_task_decides_from_the_latest_workload_collection(world, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from monitoring.models import Workload
+    from scheduling import tasks
+
+    started = []
+    monkeypatch.setattr(
+        "scheduling.sync.start_sync", lambda **kwargs: started.append(kwargs["teams"])
+    )
+    vision = Team.objects.create(
+        slug="vision", name="Vision", parent=world.research, tier=world.tier
+    )
+    now = timezone.now()
+    for taken_at, phase in ((now - timedelta(minutes=1), "Running"), (now, "Running")):
+        Workload.objects.create(
+            taken_at=taken_at,
+            team=world.research,
+            namespace="research-ml",
+            name="train",
+            kind="PodGroup",
+            queue="research",
+            phase=phase,
+        )
+
+    assert tasks.advance_transitions() == {"completed": [], "waiting": 1}
+    transition = Transition.objects.get(team=vision)
+    assert (transition.state, transition.blocking) == (TransitionState.WAITING, 1)
+    assert started == []
+
+    Workload.objects.create(  # the next collection: the PodGroup is gone
+        taken_at=now + timedelta(minutes=1),
+        team=world.research,
+        namespace="research-ml",
+        name="other",
+        kind="PodGroup",
+        queue="team-a",
+        phase="Running",
+    )
+    assert tasks.advance_transitions() == {"completed": ["research", "vision"], "waiting": 0}
+    assert Transition.objects.get(team=vision).state == TransitionState.COMPLETED
+    assert started == [["research", "vision"]]
