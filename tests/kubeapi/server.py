@@ -21,6 +21,12 @@ What it imitates, with the upstream source (each function names its own):
   Volcano's own ``root`` and ``default`` queues exist from the start (``volcano.py``);
   PodGroups and Volcano Jobs validated against their CRD schemas (the verbatim copies of
   ``/work/shared/schemas/volcano``); core/v1 Events with ``legacyValidateEvent``;
+* time, as a Volcano cluster has it: the webhooks validate against a lagging informer cache
+  (``webhook_cache_lag``), the queue controller parents and opens a Queue after the write
+  (``controller_delay``, ``controller_step()``); what the scheduler's capacity plugin does with
+  PodGroups in missing or non-leaf queues (``scheduler_blocked()``, ``stranded_podgroups()``);
+* DELETE with DeleteOptions in the body (``dryRun``, ``preconditions``, ``propagationPolicy``),
+  NamespaceLifecycle's immortal namespaces;
 * a cluster without Volcano's CRDs (``uninstall()``): 404 for the group's paths;
 * server-side apply with per-field ownership as structured-merge-diff tracks it: every map key
   is its own field (``f:spec: {f:hard: {f:requests.cpu: {}}}``), lists are atomic (all lists of
@@ -28,6 +34,7 @@ What it imitates, with the upstream source (each function names its own):
   a manager stops applying are removed unless another manager owns them; update-style writes
   (PUT, merge and JSON patches) take ownership of what they change;
 * JSON patch (RFC 6902), JSON merge patch (RFC 7386), ``dryRun=All``, ``fieldValidation``;
+  no strategic merge patch for custom resources (415, as apiextensions-apiserver);
 * discovery and ``/openapi/v3`` (PATCH operations with their parameters and the kinds'
   schemas) so that kubectl can validate and apply.
 
@@ -989,7 +996,9 @@ class FakeKubeApi:
             self._after_write(kind, ns, name, mark)
             return code, result
         options = self._delete_options(kind, raw, query)
-        status = self._delete(kind, ns, name, options.get("dryRun") == ["All"], options)
+        with self.store.lock:  # the checks and the delete at one state
+            self._check_delete(kind, ns, name, options)
+            status = self._delete(kind, ns, name, options.get("dryRun") == ["All"])
         self._after_write(kind, ns, name, mark)
         return 200, status
 
@@ -1958,10 +1967,8 @@ class FakeKubeApi:
                 self.dry_run_counts[("delete", kind.kind)] += 1
         return options
 
-    def _delete(
-        self, kind: Kind, ns: str, name: str, dry_run: bool, options: dict | None = None
-    ) -> dict:
-        options = options or {}
+    def _check_delete(self, kind: Kind, ns: str, name: str, options: dict) -> None:
+        """What refuses a DELETE before Volcano's webhook: NamespaceLifecycle, preconditions."""
         with self.store.lock:
             if kind.kind == "Namespace" and name in IMMORTAL_NAMESPACES:
                 # NamespaceLifecycle Admit, before the object is even read
@@ -1987,6 +1994,10 @@ class FakeKubeApi:
                         f"object meta: {have}",
                         details=_details(kind, name),
                     )
+
+    def _delete(self, kind: Kind, ns: str, name: str, dry_run: bool) -> dict:
+        with self.store.lock:
+            obj = self._existing(kind, ns, name)
             if kind.kind == "Queue":
                 try:
                     view = self._queues()
