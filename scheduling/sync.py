@@ -38,7 +38,13 @@ How one run goes (``run_sync``)
    immutable field — a RoleBinding's roleRef, a PriorityClass value — is delete + apply),
    prune by delete (already gone counts as pruned), unchanged objects are not touched, so a
    steady-state sync issues zero writes. Transient errors are retried per object by
-   ``call_with_retry`` (honouring Retry-After).
+   ``call_with_retry`` (honouring Retry-After). A write an admission webhook denied is tried
+   again after the rest of its wave, bounded with backoff (Volcano's webhooks judge against a
+   cache that can lag the writes just made). A Namespace is routed to a Queue the run creates
+   only once that Queue is Open (one LIST per poll, bounded); see ``_apply_wave``.
+   Before the desired state is read, waiting transitions (``quotas.transitions``) that the
+   live PodGroups no longer block are completed, so the run renders what the cluster may take
+   on now.
 7. One SyncItem per object (unchanged ones too), the run's counters and status, and one
    ``sync`` AuditEvent (for a non-dry run that changed something) are written in a single
    transaction at the end; on PostgreSQL the items go in with one ``COPY``.
