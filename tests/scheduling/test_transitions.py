@@ -73,6 +73,15 @@ def assert_nothing_stranded(cluster) -> None:
     assert cluster.scheduler_blocked() is None
 
 
+def assert_converged(cluster) -> None:
+    """The next sync writes nothing, and nothing is stranded."""
+    cluster.reset_counts()
+    run = sync_now()
+    assert not run.items.exclude(action="unchanged").exists()
+    assert cluster.writes() == 0
+    assert_nothing_stranded(cluster)
+
+
 @pytest.fixture
 def world(cluster):
     """dept-x ▸ team-a, team-b (the cast), plus a top-level leaf team ``research`` with a
@@ -123,7 +132,7 @@ def test_a_leaf_team_with_workloads_gets_its_first_child_only_once_they_finish(w
     assert cluster.get("Queue", "vision")["spec"]["parent"] == "research"
     ns = cluster.get("Namespace", "research-ml")
     assert ns["metadata"]["annotations"][ANNOTATION] == "research.own"
-    assert_nothing_stranded(cluster)
+    assert_converged(cluster)
     assert AuditEvent.objects.filter(object_type="quotas.Transition").count() == 2
 
 
@@ -163,7 +172,7 @@ def test_a_deactivated_team_keeps_its_queue_and_quota_until_workloads_finish_and
     assert cluster.get("Queue", "research") is None
     ns = cluster.get("Namespace", "research-ml")
     assert ns["metadata"]["annotations"][ANNOTATION] == "team-a"
-    assert_nothing_stranded(cluster)
+    assert_converged(cluster)
 
 
 def test_moving_a_departments_last_team_waits_while_its_own_leaf_holds_workloads(world, cluster):
@@ -195,7 +204,7 @@ def test_moving_a_departments_last_team_waits_while_its_own_leaf_holds_workloads
     assert transition.state == TransitionState.COMPLETED
     assert cluster.get("Queue", "team-a")["spec"].get("parent") in (None, "root")
     assert cluster.get("Queue", "dept-x.own") is None
-    assert_nothing_stranded(cluster)
+    assert_converged(cluster)
 
 
 def test_a_move_into_a_busy_leaf_team_waits_and_an_admin_can_cancel_it(world, cluster):
