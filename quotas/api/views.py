@@ -61,11 +61,12 @@ class TeamViewSet(ConditionalRetrieveMixin, AuditedWriteMixin, viewsets.ModelVie
 
     def after_write(self, instance, before):
         # Weights and tiers feed the fair-share computation and the rendered queues.
-        if before is None or any(
-            before.get(k) != getattr(instance, k if k != "tier" else "tier_id")
-            for k in ("weight", "tier", "reclaimable", "active")
-        ):
-            ids = [instance.pk]
+        # A move (issue 25) syncs the department it left and the one it joined as well.
+        fields = {"weight": "weight", "tier": "tier_id", "reclaimable": "reclaimable"}
+        fields |= {"active": "active", "parent": "parent_id"}
+        if before is None or any(before.get(k) != getattr(instance, a) for k, a in fields.items()):
+            old_parent = before.get("parent") if before else None
+            ids = [i for i in (instance.pk, old_parent, instance.parent_id) if i]
             transaction.on_commit(
                 lambda: quota_changed.send(sender=Team, team_ids=ids, reason="team")
             )

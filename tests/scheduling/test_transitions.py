@@ -376,3 +376,34 @@ def test_the_advance_task_decides_from_the_latest_workload_collection(world, mon
     assert tasks.advance_transitions() == {"completed": ["research", "vision"], "waiting": 0}
     assert Transition.objects.get(team=vision).state == TransitionState.COMPLETED
     assert started == [["research", "vision"]]
+
+
+def test_a_move_through_the_api_records_who_asked_and_syncs_both_departments(
+    world, cluster, monkeypatch
+):
+    from django.test import TestCase
+    from rest_framework.test import APIClient
+
+    sent = []
+    monkeypatch.setattr(
+        "scheduling.tasks.sync_cluster.delay", lambda **kwargs: sent.append(kwargs.get("teams"))
+    )
+    monkeypatch.setattr("scheduling.tasks.compute_shares.si", lambda **kw: _Chain())
+    TeamQuota.objects.filter(team=world.research).update(guarantee=30, limit=100)
+    workloads(cluster, "research-ml", "research")
+    admin = APIClient()
+    admin.force_authenticate(world.root)
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        answer = admin.patch("/api/v1/teams/team-a/", {"parent": "research"}, format="json")
+    assert answer.status_code == 200, answer.content
+    transition = Transition.objects.get(team=world.team_a, state=TransitionState.WAITING)
+    assert transition.started_by == world.root
+    assert sent == [["dept-x", "research", "team-a"]]
+
+
+class _Chain:
+    def __or__(self, other):
+        return self
+
+    def apply_async(self):
+        return None
