@@ -329,7 +329,9 @@ class TransitionSerializer(serializers.ModelSerializer):
 
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     team_cluster_name = serializers.CharField(source="team.cluster_name", read_only=True)
-    started_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    started_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     queues = serializers.ListField(child=serializers.CharField(), read_only=True)
 
     class Meta:
