@@ -254,6 +254,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "scheduling.tasks.sync_cluster",
         "schedule": _every("FAIRSHARE_SYNC_INTERVAL", 300),
     },
+    "advance-transitions": {  # at the collection's pace: it reads the latest workloads
+        "task": "scheduling.tasks.advance_transitions",
+        "schedule": _every("FAIRSHARE_COLLECT_INTERVAL", 60),
+    },
     "rollup-usage": {
         "task": "monitoring.tasks.rollup_usage",
         "schedule": _every("FAIRSHARE_ROLLUP_INTERVAL", 3600),

@@ -2,7 +2,7 @@
 
 :class:`FairshareCollector` is a custom ``prometheus_client`` collector registered on its own
 ``CollectorRegistry`` (no process/GC metrics of whichever worker served the scrape: the numbers
-are the cluster's, not the web process's). A scrape runs a constant number of queries (16),
+are the cluster's, not the web process's). A scrape runs a constant number of queries (17),
 whatever the number of teams, resources or GPUs. Amounts are in base units (cores, bytes,
 devices); ``team="unassigned"`` collects namespaces no team owns. /metrics is an operator
 endpoint (``FAIRSHARE_METRICS_TOKEN`` or loopback: an admin credential), so it carries every team
@@ -51,6 +51,9 @@ Metrics (gauges):
 * ``fairshare_sync_success``: 1 if the newest finished (non-dry-run) sync succeeded, else 0;
   ``fairshare_sync_last_finished_timestamp_seconds``, ``fairshare_sync_age_seconds``,
   ``fairshare_sync_last_success_timestamp_seconds``
+* ``fairshare_transition_waiting{team,kind}``: 1 per team change waiting for workloads to
+  finish (``quotas.transitions``); ``fairshare_transition_blocking_workloads{team,kind}``: the
+  PodGroups it waits for; ``fairshare_transition_waiting_seconds{team,kind}``: since when
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ class FairshareCollector(Collector):
         yield from self._idle()
         yield from self._budgets(now)
         yield from self._sync(now)
+        yield from self._transitions(now)
 
     # ---------------------------------------------------------------- quotas and usage
 
@@ -404,6 +408,38 @@ class FairshareCollector(Collector):
             namespaces.add_metric([name, slug], 1)
         yield info
         yield namespaces
+
+    def _transitions(self, now: datetime) -> Iterator[Metric]:
+        from quotas.choices import TransitionState
+        from quotas.models import Transition
+
+        labels = ["team", "kind"]
+        waiting = _gauge(
+            "fairshare_transition_waiting",
+            "1 per team change that waits for workloads in the cluster to finish.",
+            labels,
+        )
+        blocking = _gauge(
+            "fairshare_transition_blocking_workloads",
+            "PodGroups a waiting team change waits for.",
+            labels,
+        )
+        age = _gauge(
+            "fairshare_transition_waiting_seconds",
+            "How long a team change has been waiting.",
+            labels,
+        )
+        for slug, kind, count, since in (
+            Transition.objects.filter(state=TransitionState.WAITING)
+            .order_by("team__slug")
+            .values_list("team__slug", "kind", "blocking", "since")
+        ):
+            waiting.add_metric([slug, kind], 1)
+            blocking.add_metric([slug, kind], count)
+            age.add_metric([slug, kind], max(0.0, (now - since).total_seconds()))
+        yield waiting
+        yield blocking
+        yield age
 
     def _idle(self) -> Iterator[Metric]:
         idle = _gauge("fairshare_idle_gpus", "GPUs in open idle-GPU alerts.", ["team"])

@@ -27,6 +27,11 @@ urlpatterns = [
         requests.quotarequest_preview,
         name="quotarequest_preview",
     ),
+    path(
+        "teams/<slug:slug>/transitions/<int:transition_id>/cancel/",
+        teams.transition_cancel,
+        name="transition_cancel",
+    ),
     path("teams/<slug:slug>/quota/", quota_edit.quota_edit, name="quota_edit"),
     path(
         "teams/<slug:slug>/quota/preview/", quota_edit.quota_edit_preview, name="quota_edit_preview"

@@ -278,11 +278,8 @@ class TeamAdmin(SiteAdminOnly, SyncsTheCluster, AuditedAdmin, admin.ModelAdmin):
             old, new = before.tier, obj.tier
             notice = team_tier_notice(obj.slug, old and old.name, new and new.name)
             messages.warning(request, notice, fail_silently=True)
-        if before is not None and before.slug != obj.slug:
-            # Renamed: its objects carry the old slug, which a selector by team cannot reach.
-            AuditedAdmin.save_model(self, request, obj, form, change)
-            self._notify(None)
-            return
+        # A rename changes nothing in the cluster (its objects carry the fixed cluster name).
+        obj._changed_by = request.user  # recorded on any transition the change starts
         super().save_model(request, obj, form, change)
 
 
@@ -496,3 +493,6 @@ class QuotaRequestLineAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
             .get_queryset(request)
             .filter(request__in=QuotaRequest.objects.visible_to(request.user))
         )
+
+
+from quotas import admin_transitions  # noqa: E402, F401  (registers TransitionAdmin)

@@ -33,3 +33,15 @@ class AuditVerb(models.TextChoices):
     EXPIRE = "expire", "Expired"
     REBALANCE = "rebalance", "Rebalanced"
     SYNC = "sync", "Synced"
+
+
+class TransitionKind(models.TextChoices):
+    DEACTIVATE = "deactivate", "Deactivation"
+    FIRST_CHILD = "first_child", "First team in a department"
+    MOVE = "move", "Move to another department"
+
+
+class TransitionState(models.TextChoices):
+    WAITING = "waiting", "Waiting"
+    COMPLETED = "completed", "Completed"
+    CANCELLED = "cancelled", "Cancelled"

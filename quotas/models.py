@@ -12,7 +12,14 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
-from quotas.choices import AuditVerb, MembershipRole, PreemptionPolicy, QuotaRequestStatus
+from quotas.choices import (
+    AuditVerb,
+    MembershipRole,
+    PreemptionPolicy,
+    QuotaRequestStatus,
+    TransitionKind,
+    TransitionState,
+)
 from quotas.domain.names import dns1123_label_errors, team_slug_errors, tier_name_errors
 from quotas.fields import QuantityField, dns1123_label, label_key_errors, label_value_errors
 from quotas.protection import namespace_refusal
@@ -104,6 +111,19 @@ class Team(TimestampedModel):
     """A tenant. A team with children acts as a department (Volcano parent queue)."""
 
     slug = models.CharField(max_length=63, unique=True, validators=[dns1123_label])
+    # What the cluster sees (Queue name, ``fairshare.io/team`` label, ``<x>.own`` leaf, ...):
+    # the slug the team was created with, fixed for good. Volcano fixes a PodGroup's queue at
+    # creation, so a Queue renamed under running and pending PodGroups strands them; renaming
+    # the slug or the display name changes URLs and pages only. See docs/upstream.md
+    # "Stable names and transitions".
+    cluster_name = models.CharField(
+        max_length=63,
+        unique=True,
+        blank=True,
+        editable=False,
+        validators=[dns1123_label],
+        help_text="Name in the cluster (Queue, labels): the slug at creation, fixed for good.",
+    )
     name = models.CharField(max_length=100)
     parent = models.ForeignKey(
         "self",
@@ -152,6 +172,29 @@ class Team(TimestampedModel):
     def __str__(self) -> str:
         return self.slug
 
+    def save(self, *args, **kwargs) -> None:
+        """Save; a new team's cluster name is its slug. A change that would strand workloads
+        in the cluster (deactivation, a leaf team's first child, a department's last team
+        leaving) starts a transition in the same transaction (``quotas.transitions``)."""
+        from django.db import transaction
+
+        from quotas import transitions
+
+        if not self.cluster_name:
+            self.cluster_name = self.slug
+        before = (
+            None
+            if self._state.adding or self.pk is None
+            else Team.objects.filter(pk=self.pk).values("parent_id", "active").first()
+        )
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+            if not getattr(self, "_skip_transitions", False):
+                transitions.on_team_saved(
+                    self, before=before, actor=getattr(self, "_changed_by", None)
+                )
+        self._skip_transitions = False
+
     def clean(self) -> None:
         super().clean()
         # The Queue name rules (quotas.domain.names); DNS-1123 is the field's own.
@@ -159,6 +202,18 @@ class Team(TimestampedModel):
             problems = team_slug_errors(self.slug)
             if problems:
                 raise ValidationError({"slug": [f"Team slug: {why}." for why in problems]})
+        if (
+            not self.cluster_name
+            and self.slug
+            and Team.objects.filter(cluster_name=self.slug).exclude(pk=self.pk).exists()
+        ):
+            raise ValidationError(
+                {
+                    "slug": f"{self.slug!r} is the fixed cluster name of another team (a team "
+                    "keeps the name it was created with in the cluster, whatever its slug "
+                    "becomes); choose another slug."
+                }
+            )
         if self.parent_id is None:
             return
         seen = {self.pk} if self.pk else set()
@@ -586,3 +641,57 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind}, {self.prefix}…)"
+
+
+class Transition(models.Model):
+    """A change of a team that the cluster takes on only when nothing there would be stranded
+    by it (issue 25): the model change is recorded at once, and the renderer keeps rendering the
+    team as before while the transition waits.
+
+    Volcano fixes a PodGroup's queue when the PodGroup is created, so a Queue that PodGroups
+    name must stay a leaf and exist until they finish: a deactivated team keeps its Queue and
+    its namespaces' quota; a leaf team's Queue becomes a department only once it holds no
+    PodGroups (``first_child``: the new child stays where it was, or out of the cluster, until
+    then); a department losing its last team keeps ``<x>.own`` while that holds PodGroups
+    (``move``). ``params``: ``queues`` (the Queues that must be empty), ``previous_parent`` (a
+    team id or None: where the team is rendered meanwhile), ``new`` (a new team: not rendered
+    meanwhile), ``parent`` (the department asked for). ``waiting_for`` says it in words.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="transitions")
+    kind = models.CharField(max_length=16, choices=TransitionKind.choices)
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(
+        max_length=16, choices=TransitionState.choices, default=TransitionState.WAITING
+    )
+    waiting_for = models.CharField(max_length=500, blank=True)
+    blocking = models.PositiveIntegerField(default=0)
+    since = models.DateTimeField()
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TeamScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-since", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team"],
+                condition=Q(state="waiting"),
+                name="%(app_label)s_%(class)s_one_waiting_per_team",
+                violation_error_message="This team already has a transition waiting.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} of {self.team} ({self.state})"
+
+    @property
+    def queues(self) -> list[str]:
+        return [str(q) for q in (self.params or {}).get("queues") or []]

@@ -41,6 +41,14 @@ def _visible_teams_q(user) -> Q:
 
 
 class TeamQuerySet(models.QuerySet):
+    def bulk_create(self, objs, *args, **kwargs):
+        """As ``Model.save`` does: a new team's fixed cluster name is its slug at creation."""
+        objs = list(objs)
+        for team in objs:
+            if not team.cluster_name:
+                team.cluster_name = team.slug
+        return super().bulk_create(objs, *args, **kwargs)
+
     def visible_to(self, user) -> TeamQuerySet:
         if is_site_admin(user):
             return self.all()

@@ -1,7 +1,7 @@
 """The desired state as plain data: the tenancy model read from the database into a ClusterSpec.
 
 ``build_cluster_spec()`` is the bridge between the Django models (``quotas``, ``scheduling``) and
-the pure renderer: it reads every row it needs in a constant number of queries (eight, whatever
+the pure renderer: it reads every row it needs in a constant number of queries (nine, whatever
 the number of teams or namespaces) and returns a :class:`~scheduling.domain.types.ClusterSpec`
 that ``render()`` turns into manifests.
 
@@ -47,6 +47,7 @@ from quotas.domain.quantity import is_byte_resource
 from quotas.models import LimitPolicy, Membership, Namespace, PriorityTier, Team, TeamQuota
 from quotas.protection import protected_namespace_patterns
 from quotas.quantities import is_integral_resource
+from quotas.transitions import render_overrides
 from scheduling.domain.render import LABEL_TEAM
 from scheduling.domain.types import (
     OVERCOMMITTABLE_RESOURCES,
@@ -165,10 +166,15 @@ class SyncScope:
 
 
 def sync_scope(teams: Iterable[str], *, queues: bool = False) -> SyncScope:
-    """The scope of a targeted sync of ``teams`` (slugs; unknown ones are kept, so a deleted
-    team's objects are pruned): the teams, and every team in their department trees."""
-    wanted = frozenset(teams)
-    rows = {row["slug"]: row["parent__slug"] for row in Team.objects.values("slug", "parent__slug")}
+    """The scope of a targeted sync of ``teams`` (cluster names or slugs; unknown ones are
+    kept, so a deleted team's objects are pruned): the teams, and every team in their
+    department trees, all by cluster name (what the ``fairshare.io/team`` label holds)."""
+    values = Team.objects.values("slug", "cluster_name", "parent__cluster_name")
+    rows = {row["cluster_name"]: row["parent__cluster_name"] for row in values}
+    by_slug = {row["slug"]: row["cluster_name"] for row in values}
+    # Callers name teams by cluster name (the label the watcher sees) or by slug (the model's
+    # receivers): a cluster name wins, a slug is translated to its team's cluster name.
+    wanted = frozenset(name if name in rows else by_slug.get(name, name) for name in teams)
 
     def root(slug: str) -> str:
         seen = set()
@@ -177,8 +183,25 @@ def sync_scope(teams: Iterable[str], *, queues: bool = False) -> SyncScope:
             slug = rows[slug]
         return slug
 
-    roots = {root(slug) for slug in wanted}
-    trees = frozenset(slug for slug in rows if root(slug) in roots) | wanted
+    # A team whose move waits is rendered under its previous department: both trees count.
+    ids = dict(Team.objects.values_list("id", "cluster_name"))
+    rendered = dict(rows)
+    for team_id, override in render_overrides().items():
+        if "parent_id" in override and team_id in ids:
+            rendered[ids[team_id]] = ids.get(override["parent_id"])
+
+    def root_in(parents: Mapping[str, str | None], slug: str) -> str:
+        seen = set()
+        while parents.get(slug) and slug not in seen:
+            seen.add(slug)
+            slug = parents[slug]  # type: ignore[assignment]
+        return slug
+
+    roots = {root(slug) for slug in wanted} | {root_in(rendered, slug) for slug in wanted}
+    trees = (
+        frozenset(slug for slug in rows if root(slug) in roots or root_in(rendered, slug) in roots)
+        | wanted
+    )
     return SyncScope(teams=wanted, trees=trees, queues=queues)
 
 
@@ -211,9 +234,9 @@ def _limit_spec(rows: Iterable[Mapping[str, Any]]) -> LimitSpec | None:
 def build_cluster_spec(
     *, within: Collection[str] | None = None, computation_id: int | None = None
 ) -> ClusterSpec:
-    """Read the tenancy model and return it as a ClusterSpec (eight queries).
+    """Read the tenancy model and return it as a ClusterSpec (nine queries).
 
-    ``within`` (team slugs closed under parent and children, i.e. whole department trees, as
+    ``within`` (team cluster names closed under parent and children, i.e. whole department trees, as
     ``sync_scope`` gives): read only those teams and what hangs off them. None: every team.
     ``computation_id``: the ShareComputation whose fair allocations become ``deserved`` (the
     sync passes the last good one it records on the run); None: the latest.
@@ -231,12 +254,25 @@ def build_cluster_spec(
         for row in PriorityTier.objects.values("name", "value", "preemption_policy", "description")
     )
 
+    # The spec names teams by their fixed cluster name: renaming a slug changes nothing here.
     teams = {
-        row["id"]: row
+        row["id"]: {**row, "slug": row["cluster_name"]}
         for row in (
-            Team.objects.filter(slug__in=within) if within is not None else Team.objects.all()
-        ).values("id", "slug", "parent_id", "weight", "tier__name", "reclaimable", "active")
+            Team.objects.filter(cluster_name__in=within)
+            if within is not None
+            else Team.objects.all()
+        ).values("id", "cluster_name", "parent_id", "weight", "tier__name", "reclaimable", "active")
     }
+    # A team whose transition waits is rendered as the cluster has it (quotas.transitions).
+    for team_id, override in render_overrides().items():
+        if team_id not in teams:
+            continue
+        if override.get("hidden"):
+            del teams[team_id]
+        elif "parent_id" in override:
+            teams[team_id]["parent_id"] = override["parent_id"]
+        else:
+            teams[team_id]["active"] = True
     included = _effectively_active(teams)
     departments = {teams[t]["parent_id"] for t in included if teams[t]["parent_id"] is not None}
 

@@ -14,8 +14,8 @@ the sync writes anything: a Namespace the plan would *create* (none of our objec
   first shows what will be written into it.
 
 A refused namespace fails its own item and every item of ours inside it, with the reason; the
-rest of the run goes on. A LIST by name per namespace the plan creates (one LIST of all when it creates
-many); nothing when it creates none, so a steady-state sync reads nothing more.
+rest of the run goes on. A LIST by name per namespace the plan creates (one LIST of all when it
+creates many); nothing when it creates none, so a steady-state sync reads nothing more.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def on_quota_changed(
 
     trigger = f"quota-change:{reason}" if reason else "quota-change"
     teams = (
-        sorted(Team.objects.filter(pk__in=team_ids).values_list("slug", flat=True))
+        sorted(Team.objects.filter(pk__in=team_ids).values_list("cluster_name", flat=True))
         if team_ids
         else None
     )

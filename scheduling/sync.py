@@ -38,7 +38,13 @@ How one run goes (``run_sync``)
    immutable field — a RoleBinding's roleRef, a PriorityClass value — is delete + apply),
    prune by delete (already gone counts as pruned), unchanged objects are not touched, so a
    steady-state sync issues zero writes. Transient errors are retried per object by
-   ``call_with_retry`` (honouring Retry-After).
+   ``call_with_retry`` (honouring Retry-After). A write an admission webhook denied is tried
+   again after the rest of its wave, bounded with backoff (Volcano's webhooks judge against a
+   cache that can lag the writes just made). A Namespace is routed to a Queue the run creates
+   only once that Queue is Open (one LIST per poll, bounded); see ``_apply_wave``.
+   Before the desired state is read, waiting transitions (``quotas.transitions``) that the
+   live PodGroups no longer block are completed, so the run renders what the cluster may take
+   on now.
 7. One SyncItem per object (unchanged ones too), the run's counters and status, and one
    ``sync`` AuditEvent (for a non-dry run that changed something) are written in a single
    transaction at the end; on PostgreSQL the items go in with one ``COPY``.
@@ -118,7 +124,7 @@ from scheduling.domain.render import LABEL_TEAM, render
 from scheduling.exceptions import DomainError
 from scheduling.k8s.apply import call_with_retry, delete, server_side_apply
 from scheduling.k8s.client import KINDS, build_api_client
-from scheduling.k8s.errors import K8sError, K8sNotFound, K8sTransient
+from scheduling.k8s.errors import K8sError, K8sNotFound, K8sTransient, is_webhook_denial
 from scheduling.k8s.observe import MANAGED_SELECTOR, list_managed, managed_in_dump
 from scheduling.k8s.scheduler_config import read_scheduler_config, scheduler_config_warnings
 from scheduling.models import SyncItem, SyncRun
@@ -629,6 +635,45 @@ def _execute(api_client: Any, step: Step, outcome: _Outcome) -> None:
     retry(lambda: server_side_apply(api_client, body, result=False))
 
 
+class NotRouted(K8sError):
+    """A Namespace kept its old queue-name annotation: the Queue it should name is not Open."""
+
+
+def _wait_until_open(api_client: Any, names: set[str]) -> dict[str, str | None]:
+    """Poll the managed Queues (one LIST per round) until each of ``names`` reports
+    ``status.state: Open``, bounded by ``FAIRSHARE_SYNC_ROUTE_WAIT`` seconds (default 10; the
+    pause doubles from 0.05 s to 0.5 s). Return the Queues that did not open: name → state
+    (None: the Queue does not exist). Volcano's queue controller opens a new Queue some time
+    after it is created (``pkg/controllers/queue/queue_controller_action.go`` ``openQueue``)."""
+    limit = float(getattr(settings, "FAIRSHARE_SYNC_ROUTE_WAIT", 10.0))
+    deadline = time.monotonic() + limit
+    delay = 0.05
+    while True:
+        queues = call_with_retry(lambda: list_managed(api_client, "Queue"), attempts=RETRY_ATTEMPTS)
+        states = {
+            q["metadata"]["name"]: str((q.get("status") or {}).get("state") or "") for q in queues
+        }
+        closed = {name: states.get(name) for name in names if states.get(name) != "Open"}
+        if not closed or time.monotonic() + delay > deadline:
+            return closed
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def _not_routed(name: str, state: str | None, *, failed: bool = False) -> NotRouted:
+    limit = float(getattr(settings, "FAIRSHARE_SYNC_ROUTE_WAIT", 10.0))
+    seen = "does not exist" if state is None else f"is {state or 'not opened yet'}"
+    if failed:
+        seen, limit = "could not be written in this run", 0.0
+    return NotRouted(
+        f"Kept the old scheduling.volcano.sh/queue-name: Queue {name} {seen}"
+        + (f" after {limit:g} s" if limit else "")
+        + ", "
+        "and Volcano denies a PodGroup in a queue that is not Open (validate_podgroup.go). "
+        "The next sync routes the namespace once the Queue is Open."
+    )
+
+
 def _write_unit(api_client: Any, unit: Sequence[Step], outcome: _Outcome) -> list[Exception | None]:
     """Carry out a unit's writes in order (in a writer thread: HTTP only, no database); one
     result per write attempted, None for success, and nothing after the first failure."""
@@ -721,34 +766,103 @@ def _apply_wave(
     total: int,
     progress: _Progress,
 ) -> None:
-    """Carry out one wave's units concurrently and take in their results as they finish."""
+    """Carry out one wave's units concurrently and take in their results as they finish.
+
+    A write an admission webhook denied (``is_webhook_denial``) is tried again once the rest
+    of the wave is done — the unit from that write on — up to ``FAIRSHARE_SYNC_DENIAL_RETRIES``
+    more times (default 5) with a doubling pause from ``FAIRSHARE_SYNC_DENIAL_BACKOFF`` seconds
+    (default 0.1: 3.1 s in all), before it counts as failed like any other error. Volcano's
+    webhooks judge a write against an informer cache that may not have seen the writes just
+    made (``pkg/webhooks/admission/queues/validate/validate_queue.go`` reads parent and children
+    through the queue lister), so an ordering that is valid at every step can still be denied
+    for a moment. The order of the waves is kept: the next wave starts only after this one's
+    retries.
+    """
+    attempts = int(getattr(settings, "FAIRSHARE_SYNC_DENIAL_RETRIES", 5))
+    pause = float(getattr(settings, "FAIRSHARE_SYNC_DENIAL_BACKOFF", 0.1))
+    not_routed: dict[int, NotRouted] = {}
     pending = []
     for unit in wave:
         if outcomes[id(unit[0].change)].action == SyncAction.FAILED:
             remaining[id(unit[0].change)] -= len(unit)
         else:
             pending.append(unit)
-    for unit, results in writers.run(pending, outcomes):
-        outcome = outcomes[id(unit[0].change)]
-        remaining[id(unit[0].change)] -= len(unit)
-        for error in results:
-            if error is None:
-                tally.no_answer_streak = 0
+    opening = {step.route_queue for unit in pending for step in unit if step.route_queue}
+    if opening:
+        # A Queue whose own write failed in this run will not open: no need to wait for it.
+        failed = {
+            o.change.name
+            for o in outcomes.values()
+            if o.change.kind == "Queue" and o.action == SyncAction.FAILED
+        }
+        closed: dict[str, str | None] = {name: None for name in opening & failed}
+        if opening - failed:
+            closed.update(_wait_until_open(writers.api_client, opening - failed))
+        routed = []
+        for unit in pending:
+            queue = next((step.route_queue for step in unit if step.route_queue), None)
+            if queue in closed:
+                # Written without the new routing (the quota and RBAC still go out), and failed
+                # with the reason: the next sync routes it.
+                not_routed[id(unit[0].change)] = _not_routed(
+                    queue, closed[queue], failed=queue in failed
+                )
+                unit = tuple(step.unrouted() if step.route_queue else step for step in unit)
+            routed.append(unit)
+        pending = routed
+    for attempt in range(attempts + 1):
+        denied: list[Sequence[Step]] = []
+        for unit, results in writers.run(pending, outcomes):
+            key = id(unit[0].change)
+            outcome = outcomes[key]
+            last = results[-1] if results else None
+            if last is not None and attempt < attempts and is_webhook_denial(last):
+                remaining[key] -= len(results) - 1
+                denied.append(unit[len(results) - 1 :])
+                log.info(
+                    "sync run #%s: %s %s/%s denied by a webhook, retried after the wave: %s",
+                    progress.run.pk,
+                    unit[0].action,
+                    unit[0].change.kind,
+                    unit[0].change.name,
+                    last,
+                )
                 continue
-            outcome.action = SyncAction.FAILED
-            outcome.error = str(error)
-            no_answer = isinstance(error, K8sTransient) and error.status is None
-            tally.no_answer_streak = tally.no_answer_streak + 1 if no_answer else 0
-            log.warning("sync run #%s: %s failed: %s", progress.run.pk, outcome.diff, error)
-            if tally.no_answer_streak >= UNREACHABLE_AFTER:
-                raise K8sTransient(
-                    f"Kubernetes API unreachable: {UNREACHABLE_AFTER} objects in a row got "
-                    f"no answer (last: {error}). {tally.applied} of {total} changes "
-                    "were applied before that; the next sync re-plans from the live state."
-                ) from error
-        if outcome.action != SyncAction.FAILED and remaining[id(unit[0].change)] == 0:
-            tally.applied += 1
-        progress.beat()
+            remaining[key] -= len(unit)
+            if key in not_routed and all(error is None for error in results):
+                results = [*results, not_routed[key]]
+            _take_results(outcome, results, tally, total, progress)
+            if outcome.action != SyncAction.FAILED and remaining[key] == 0:
+                tally.applied += 1
+            progress.beat()
+        if not denied:
+            return
+        time.sleep(pause * 2**attempt)
+        pending = denied
+
+
+def _take_results(
+    outcome: _Outcome,
+    results: Sequence[Exception | None],
+    tally: _Tally,
+    total: int,
+    progress: _Progress,
+) -> None:
+    for error in results:
+        if error is None:
+            tally.no_answer_streak = 0
+            continue
+        outcome.action = SyncAction.FAILED
+        outcome.error = str(error)
+        no_answer = isinstance(error, K8sTransient) and error.status is None
+        tally.no_answer_streak = tally.no_answer_streak + 1 if no_answer else 0
+        log.warning("sync run #%s: %s failed: %s", progress.run.pk, outcome.diff, error)
+        if tally.no_answer_streak >= UNREACHABLE_AFTER:
+            raise K8sTransient(
+                f"Kubernetes API unreachable: {UNREACHABLE_AFTER} objects in a row got "
+                f"no answer (last: {error}). {tally.applied} of {total} changes "
+                "were applied before that; the next sync re-plans from the live state."
+            ) from error
 
 
 def _apply_all(
@@ -794,6 +908,29 @@ def _apply_all(
         tally.outcomes.append(outcome)
         progress.step()
     return tally.outcomes
+
+
+def _advance_transitions(api_client: Any, notes: list[str]) -> tuple[str, ...]:
+    """Complete the waiting transitions the live PodGroups no longer block (one LIST), before
+    the desired state is read, so that this run renders what the cluster may take on now;
+    return the teams (cluster names) they concern. Without a PodGroup API (Volcano not
+    installed) the latest workload collection decides."""
+    from quotas.transitions import waiting
+    from scheduling.transitions import advance_transitions, live_podgroup_queues
+
+    if not waiting().exists():
+        return ()
+    try:
+        queues = live_podgroup_queues(api_client)
+    except K8sError as e:
+        log.info("cannot list PodGroups (%s); transitions use the latest collection", e)
+        queues = None
+    done = advance_transitions(queues)
+    if done.completed:
+        notes.append(f"Transitions completed for {', '.join(done.completed)}.")
+    if done.waiting:
+        notes.append(f"{done.waiting} transition(s) wait for workloads to finish.")
+    return done.completed
 
 
 def _share_source(run: SyncRun) -> list[str]:
@@ -1210,6 +1347,10 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: _RedisLock | None) -> Sync
     notes += _share_source(run)
     phases.done("start")
     try:
+        if not run.dry_run and not snapshot:
+            done = _advance_transitions(api_client, notes)
+            if scope is not None and set(done) - scope.teams:
+                scope = sync_scope(scope.teams | set(done), queues=scope.queues)
         if scope is None:
             manifests = render(build_cluster_spec(computation_id=run.share_computation_id))
         else:

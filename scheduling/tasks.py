@@ -89,3 +89,14 @@ def prune_history() -> dict[str, int]:
         ),
         "sync_runs": sync.prune_sync_history(keep_days=settings.FAIRSHARE_SYNC_HISTORY_DAYS),
     }
+
+
+@shared_task(name="scheduling.tasks.advance_transitions")
+def advance_transitions() -> dict[str, Any]:
+    """Complete the waiting transitions the latest workload collection no longer blocks, and
+    sync the teams they concern (beat, at the collection's pace)."""
+    from scheduling import transitions
+
+    done = transitions.advance_transitions()
+    transitions.sync_completed(done.completed)
+    return {"completed": list(done.completed), "waiting": done.waiting}

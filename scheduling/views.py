@@ -89,8 +89,9 @@ def _facts(run: SyncRun, user, *, admin: bool, slugs) -> dict:
 
 
 def _visible_slugs(user):
-    """A subquery of the slugs of the teams ``user`` sees (for non-admins only)."""
-    return Team.objects.visible_to(user).values("slug")
+    """A subquery of the cluster names (what ``SyncItem.team_slug`` records: the objects'
+    ``fairshare.io/team`` label) of the teams ``user`` sees (for non-admins only)."""
+    return Team.objects.visible_to(user).values("cluster_name")
 
 
 def _visible_items(run: SyncRun, user, *, admin: bool):

@@ -13,6 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied as HttpForbidden
 from django.core.exceptions import ValidationError
 from django.db.models import Max, Sum
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -23,7 +24,9 @@ from monitoring.models import UsageRollup, UsageSample
 from monitoring.services import current_gpu_alerts, month_to_date_hours
 from monitoring.workloads import team_workloads_context
 from quotas import members as member_services
+from quotas import transitions as transition_services
 from quotas.access import get_team_for_user
+from quotas.choices import TransitionState
 from quotas.exceptions import (
     InvalidTransition,
     PermissionDenied,
@@ -32,7 +35,7 @@ from quotas.forms import (
     MemberAddForm,
     MemberRoleForm,
 )
-from quotas.models import AuditEvent, Team, TeamQuota
+from quotas.models import AuditEvent, Team, TeamQuota, Transition
 from quotas.quantities import GPU
 from quotas.querysets import is_site_admin
 from scheduling.models import ShareSnapshot
@@ -205,6 +208,12 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
         "parent_visible": team.parent_id is not None
         and Team.objects.visible_to(request.user).filter(pk=team.parent_id).exists(),
     }
+    # What waits before the cluster takes on a change of this team (quotas.transitions).
+    context["transitions"] = list(
+        Transition.objects.filter(team=team, state=TransitionState.WAITING).select_related(
+            "started_by"
+        )
+    )
     context.update(team_workloads_context(team, sort=request.GET.get("wsort")))
     context.update(extra)
     return context
@@ -289,3 +298,24 @@ def member_remove(request, slug: str, membership_id: int):
     else:
         messages.success(request, "Member removed.")
     return redirect(_members_url(team))
+
+
+# --------------------------------------------------------------------------- transitions
+
+
+@login_required
+@require_POST
+def transition_cancel(request, slug: str, transition_id: int):
+    """Cancel a waiting transition of the team (site admins): the team is back as it was."""
+    team, _ = get_team_for_user(request.user, slug)
+    if not Transition.objects.filter(pk=transition_id, team=team).exists():
+        raise Http404("No such transition.")
+    try:
+        transition_services.cancel_transition(transition_id, actor=request.user)
+    except InvalidTransition as e:
+        messages.error(request, str(e))
+    except PermissionDenied as e:
+        raise HttpForbidden(str(e)) from e
+    else:
+        messages.success(request, "Transition cancelled: the team is back as it was.")
+    return redirect("portal:team", slug=team.slug)

@@ -17,6 +17,7 @@ from quotas.models import (
     QuotaRequestLine,
     Team,
     TeamQuota,
+    Transition,
 )
 from quotas.services import check_hierarchy
 from quotas.tiers import KEEP
@@ -82,6 +83,7 @@ class TeamSerializer(StrictModelSerializer):
             "id",
             "url",
             "slug",
+            "cluster_name",
             "name",
             "parent",
             "weight",
@@ -333,4 +335,33 @@ class IssuedTokenSerializer(ApiTokenSerializer):
 
     class Meta(ApiTokenSerializer.Meta):
         fields = [*ApiTokenSerializer.Meta.fields, "token"]
+        read_only_fields = fields
+
+
+class TransitionSerializer(serializers.ModelSerializer):
+    """A team change the cluster takes on once nothing there would be stranded (read-only;
+    site admins cancel a waiting one with ``POST .../cancel/``)."""
+
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    team_cluster_name = serializers.CharField(source="team.cluster_name", read_only=True)
+    started_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    queues = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = Transition
+        fields = [
+            "id",
+            "team",
+            "team_cluster_name",
+            "kind",
+            "state",
+            "waiting_for",
+            "blocking",
+            "queues",
+            "since",
+            "started_by",
+            "completed_at",
+        ]
         read_only_fields = fields

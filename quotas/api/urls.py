@@ -13,6 +13,7 @@ router.register("priority-tiers", views.PriorityTierViewSet)
 router.register("quota-requests", views.QuotaRequestViewSet)
 router.register("budgets", views.BudgetViewSet)
 router.register("audit-events", views.AuditEventViewSet)
+router.register("transitions", views.TransitionViewSet)
 router.register("tokens", views.PersonalTokenViewSet, basename="token")
 router.register("service-tokens", views.ServiceTokenViewSet, basename="servicetoken")
 

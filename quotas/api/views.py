@@ -14,7 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from config.api import ConditionalRetrieveMixin
-from quotas import members, services, tokens
+from quotas import members, services, tokens, transitions
 from quotas.api import filtersets, serializers
 from quotas.api.authentication import token_of
 from quotas.api.mixins import AuditedWriteMixin, WarningsMixin
@@ -29,6 +29,7 @@ from quotas.models import (
     QuotaRequest,
     Team,
     TeamQuota,
+    Transition,
 )
 from quotas.querysets import is_site_admin
 from quotas.signals import quota_changed
@@ -56,6 +57,11 @@ class TeamViewSet(
     def audit_team(self, instance):
         return instance
 
+    def perform_update(self, serializer):
+        # Recorded on any transition the change starts (quotas.transitions).
+        serializer.instance._changed_by = self.request.user
+        super().perform_update(serializer)
+
     def after_write(self, instance, before):
         if before is not None and before.get("tier") != instance.tier_id:
             old = PriorityTier.objects.filter(pk=before.get("tier")).first()
@@ -65,11 +71,12 @@ class TeamViewSet(
                 )
             )
         # Weights and tiers feed the fair-share computation and the rendered queues.
-        if before is None or any(
-            before.get(k) != getattr(instance, k if k != "tier" else "tier_id")
-            for k in ("weight", "tier", "reclaimable", "active")
-        ):
-            ids = [instance.pk]
+        # A move (issue 25) syncs the department it left and the one it joined as well.
+        fields = {"weight": "weight", "tier": "tier_id", "reclaimable": "reclaimable"}
+        fields |= {"active": "active", "parent": "parent_id"}
+        if before is None or any(before.get(k) != getattr(instance, a) for k, a in fields.items()):
+            old_parent = before.get("parent") if before else None
+            ids = [i for i in (instance.pk, old_parent, instance.parent_id) if i]
             transaction.on_commit(
                 lambda: quota_changed.send(sender=Team, team_ids=ids, reason="team")
             )
@@ -299,6 +306,28 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
         if is_site_admin(user):
             return queryset
         return queryset.filter(team__in=Team.objects.led_by(user))
+
+
+class TransitionViewSet(viewsets.ReadOnlyModelViewSet):
+    """Transitions of visible teams: what waits, for what, since when (``?state=waiting``);
+    site admins cancel a waiting one, which restores the team as it was (409 when it is not
+    waiting, 403 for anyone else)."""
+
+    queryset = Transition.objects.select_related("team", "started_by")
+    serializer_class = serializers.TransitionSerializer
+    ordering_fields = ["since"]
+
+    def get_queryset(self):
+        queryset = super().get_queryset().visible_to(self.request.user)
+        state = self.request.query_params.get("state")
+        return queryset.filter(state=state) if state else queryset
+
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Cancel a waiting transition (site admins)."""
+        obj = self.get_object()
+        cancelled = transitions.cancel_transition(obj.pk, actor=request.user)
+        return Response(serializers.TransitionSerializer(cancelled).data)
 
 
 class _TokenViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

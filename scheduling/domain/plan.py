@@ -51,13 +51,14 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal
 
 from scheduling.domain.render import (
     ANNOTATION_ADOPTED,
+    ANNOTATION_QUEUE,
     ANNOTATION_RELEASED,
     KIND_ORDER,
     LABEL_MANAGED_BY,
@@ -781,11 +782,60 @@ def _queue_interims(
 
 @dataclass(frozen=True)
 class Step:
-    """One write of a sync: ``apply`` a manifest or ``delete`` an object, for ``change``."""
+    """One write of a sync: ``apply`` a manifest or ``delete`` an object, for ``change``;
+    ``route`` applies a Namespace routed to a Queue the same plan creates, once that Queue
+    reports Open (``route_queue`` says which; the sync waits for it, bounded)."""
 
     change: Change
-    action: Literal["apply", "delete"]
+    action: Literal["apply", "delete", "route"]
     body: dict[str, Any] | None
+
+    @property
+    def route_queue(self) -> str | None:
+        """The Queue a ``route`` step waits for."""
+        if self.action != "route" or self.body is None:
+            return None
+        return ((self.body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_QUEUE)
+
+    def unrouted(self) -> Step:
+        """This ``route`` step as a plain apply that keeps the Namespace's live routing (its
+        old annotation, or none for a new Namespace): what goes out when the Queue does not
+        open in time, so the Namespace and its quota still exist."""
+        body = self.body or {}
+        metadata = dict(body.get("metadata") or {})
+        annotations = dict(metadata.get("annotations") or {})
+        old = next((d.old for d in self.change.diff if d.path == _ROUTE_PATH), None)
+        if old is None:
+            annotations.pop(ANNOTATION_QUEUE, None)
+        else:
+            annotations[ANNOTATION_QUEUE] = old
+        metadata["annotations"] = annotations
+        return Step(self.change, "apply", {**body, "metadata": metadata})
+
+
+_ROUTE_PATH = f"metadata.annotations.{ANNOTATION_QUEUE}"
+# Written after every Queue of the plan and before the namespaced kinds.
+_ROUTE_RANK = (KIND_ORDER["Queue"], 1 << 30)
+
+
+def _routes(change: Change, opening: Collection[str]) -> str | None:
+    """The queue a Namespace create/update (re)routes to, when that changes; None otherwise.
+
+    Such a write goes after every Queue write of the plan (and before the namespaced kinds),
+    whole: nothing before that needs the Namespace. When its Queue is created by the same plan
+    (``opening``) it is a ``route`` step, which the sync carries out only once the Queue
+    reports Open. Volcano's ``mutate_podgroup.go`` reads the annotation when a PodGroup is
+    created and ``validate_podgroup.go`` then requires the queue to exist and be Open: a
+    PodGroup created between an early switch and the Queue's opening would be denied.
+    """
+    if change.kind != "Namespace" or change.op not in ("create", "update") or not change.body:
+        return None
+    queue = ((change.body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_QUEUE)
+    if not queue:
+        return None
+    if change.op == "update" and not any(d.path == _ROUTE_PATH for d in change.diff):
+        return None
+    return queue
 
 
 def apply_steps(changes: Sequence[Change]) -> list[Step]:
@@ -801,7 +851,9 @@ def apply_steps(changes: Sequence[Change]) -> list[Step]:
        a parent shrinks only after its children.
     2. **main** — :func:`plan` order (Namespaces, PriorityClasses, Queues parents first, then
        namespaced kinds): every other create and update. A parent grows before its children,
-       and siblings only grow after all of them shrank in step 1.
+       and siblings only grow after all of them shrank in step 1. A Namespace whose
+       ``scheduling.volcano.sh/queue-name`` is set or changes is written after every Queue
+       write (a ``route`` step when its Queue is new: the sync waits until it is Open).
     3. **prune** — the remaining prunes in reverse dependency order (a Queue that still had
        children waits until they moved away).
 
@@ -831,6 +883,8 @@ def apply_waves(changes: Sequence[Change]) -> list[list[tuple[Step, ...]]]:
         {c.name: _parent(c.body) for c in changes if c.kind == "Queue" and c.body is not None}
     )
 
+    opening = {c.name for c in changes if c.kind == "Queue" and c.op == "create"}
+
     def rank(change: Change) -> tuple[int, int]:
         level = depths.get(change.name, 0) if change.kind == "Queue" else 0
         return KIND_ORDER.get(change.kind, len(KIND_ORDER)), level
@@ -849,8 +903,14 @@ def apply_waves(changes: Sequence[Change]) -> list[list[tuple[Step, ...]]]:
             late.setdefault(rank(change), []).append((delete,))
             continue
         writes: tuple[Step, ...] = (Step(change, "apply", change.body),)
+        queue = _routes(change, opening)
+        if queue is not None:
+            writes = (Step(change, "route" if queue in opening else "apply", change.body),)
         if change.needs_replace:
             writes = (Step(change, "delete", None), *writes)
+        if queue is not None:
+            main.setdefault(_ROUTE_RANK, []).append(writes)
+            continue
         if change.interim is not None and change.stage == "shrink":
             stage.append((change.name, writes))
             continue
@@ -888,3 +948,41 @@ def render_diff(change: Change) -> str:
     lines = [f"{change.op} {change.kind} {where}"]
     lines += [f"  {d.path}: {_show(d.old)} -> {_show(d.new)}" for d in change.diff]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- kubectl passes
+
+
+def kubectl_passes(changes: Sequence[Change]) -> list[str]:
+    """Why one ``kubectl apply`` pass of the final manifests cannot take the cluster from the
+    previous state to this one (empty: one pass is enough).
+
+    ``kubectl apply -R`` writes each file once, final amounts, in lexical order, and deletes
+    nothing. Volcano's webhook checks every write against its (lagging) cache of the Queues
+    (``validate_queue.go``), so a pass is not enough when:
+
+    1. a Queue must shrink before another grows (a change with a shrink-stage ``interim``, or
+       a pure decrease that :func:`apply_waves` writes in the shrink stage): the file order
+       may grow a sibling first, and the sums over a parent are denied;
+    2. a Queue is created or re-parented under a parent that this same set of changes creates
+       or grows: the webhook may not see the parent's write yet (its informer lags), so the
+       child is denied until a second pass;
+    3. a Queue is removed: ``kubectl apply`` does not delete (without ``--prune``), and a
+       Queue with children cannot be deleted before them.
+    """
+    reasons: list[str] = []
+    queues = [c for c in changes if c.kind == "Queue" and c.op != "unchanged"]
+    parents_written = {c.name for c in queues if c.op in ("create", "update")}
+    for change in queues:
+        if change.op == "prune":
+            reasons.append(f"Queue {change.name} is no longer desired: delete it (children first)")
+        elif change.interim is not None or change.stage == "shrink":
+            reasons.append(f"Queue {change.name} shrinks: it must be written before others grow")
+        else:
+            parent = _parent(change.body)
+            if parent in parents_written:
+                reasons.append(
+                    f"Queue {change.name} sits under {parent}, which this change also writes: "
+                    "the webhook may not see the parent's new state yet"
+                )
+    return reasons

@@ -169,3 +169,18 @@ def translated(context: str = "") -> Iterator[None]:
         yield
     except (ApiException, urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as e:
         raise wrap(e, context) from e
+
+
+def is_webhook_denial(error: BaseException) -> bool:
+    """True for a write an admission webhook refused: the API server's ``ToStatusErr``
+    (``k8s.io/apiserver/pkg/admission/plugin/webhook/errors/statuserror.go``) answers a 4xx
+    whose message reads ``admission webhook "<name>" denied the request: ...``. Volcano's
+    webhooks validate against an informer cache that can lag the writes just made, so such a
+    denial may pass a moment later (retried within the same sync)."""
+    return (
+        isinstance(error, K8sPermanent)
+        and error.status is not None
+        and 400 <= error.status < 500
+        and "admission webhook" in str(error)
+        and "denied the request" in str(error)
+    )

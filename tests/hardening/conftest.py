@@ -198,6 +198,7 @@ SEEDED = {
     "capacity": lambda w, role: w.capacity.pk,
     "rate-cards": lambda w, role: w.rate_card.pk,
     "statements": lambda w, role: w.statement.pk,
+    "transitions": lambda w, role: w.transition.pk,
 }
 
 
@@ -237,6 +238,17 @@ def schema_world(world):
         allocated_hours=1,
     )
     GpuSample.objects.create(taken_at=now, node="gpu-001", uuid="GPU-FREE", util_gpu=0)
+    # A finished transition of team-a (issue 25): its detail answers 200, a cancel 409 or 403.
+    from quotas.models import Transition
+
+    world.transition = Transition.objects.create(
+        team=world.cast.team_a,
+        kind="deactivate",
+        state="completed",
+        params={"queues": ["team-a"], "previous_parent": None, "new": False},
+        since=now,
+        completed_at=now,
+    )
     world.role_tokens, world.role_raw = {}, {}
     for role in ("root", "alice"):
         issued = issue_token(owner=getattr(world.cast, role), name=f"schemathesis-{role}")

@@ -71,6 +71,24 @@ def r(
 # ------------------------------------------------------------------ bodies
 
 
+def waiting_transition(w: World) -> int:
+    """A waiting deactivation of team-a (issue 25), created on first use."""
+    from django.utils import timezone
+
+    from quotas.models import Transition
+
+    transition, _ = Transition.objects.get_or_create(
+        team=w.cast.team_a,
+        state="waiting",
+        defaults={
+            "kind": "deactivate",
+            "params": {"queues": ["team-a"], "previous_parent": w.cast.dept.pk, "new": False},
+            "since": timezone.now(),
+        },
+    )
+    return transition.pk
+
+
 def request_form(w: World) -> dict:
     """The UI request form for team-a: GPUs 20/40 → 30/50."""
     return {
@@ -200,6 +218,12 @@ ROUTES: dict[str, Route] = {
         lambda w: {"slug": "team-a", "membership_id": w.membership.pk},
         GET=POST_ONLY,
         POST=(LEAD_POST, lambda w: {f"m{w.membership.pk}-role": "viewer"}),
+    ),
+    # Cancelling a waiting transition: site admins only; outsiders cannot tell it exists.
+    "portal:transition_cancel": r(
+        lambda w: {"slug": "team-a", "transition_id": waiting_transition(w)},
+        GET=POST_ONLY,
+        POST=("login 403 403 404 403 403 3xx login login login", None),
     ),
     "portal:member_remove": r(
         lambda w: {"slug": "team-a", "membership_id": w.membership.pk},
@@ -364,6 +388,14 @@ ROUTES: dict[str, Route] = {
         PATCH=(API_ADMIN_WRITE, lambda w: {"monthly_hours": "50"}),
         PUT=(API_ADMIN_WRITE, BUDGET),
         DELETE=API_ADMIN_WRITE,
+    ),
+    # Transitions: read like the team's other rows; only site admins cancel.
+    "quotas-api:transition-list": r(GET=API_LIST),
+    "quotas-api:transition-detail": r(lambda w: {"pk": waiting_transition(w)}, GET=API_TEAM_A),
+    "quotas-api:transition-cancel": r(
+        lambda w: {"pk": waiting_transition(w)},
+        GET=API_NO_GET,
+        POST=("401 403 403 404 403 403 ok 403 403 403", None),
     ),
     # The audit trail is for leads (of the team or its department) and admins.
     "quotas-api:auditevent-list": r(GET=API_LIST),

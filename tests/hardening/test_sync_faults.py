@@ -207,8 +207,9 @@ def test_a_run_whose_worker_is_killed_is_failed_and_the_next_sync_completes_it(
         run.refresh_from_db()
         assert run.status == SyncStatus.RUNNING
         assert run.worker.endswith(f":{proc.pid}")
-        applied = [o for o in kubeapi.objects("Namespace") if ours(o)]
-        assert applied  # mid-run: the namespaces went in before the held Queue
+        applied = [o for o in kubeapi.objects("PriorityClass") if ours(o)]
+        assert applied  # mid-run: the PriorityClasses went in before the held Queue
+        # (Namespaces now go after the Queues: each is routed once its Queue is Open.)
 
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

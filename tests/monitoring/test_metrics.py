@@ -183,7 +183,7 @@ def test_a_scrape_runs_the_same_number_of_queries_for_more_teams(world, cast):
     with CaptureQueriesContext(connection) as after:
         list(build_registry().collect())
 
-    assert len(after.captured_queries) == len(before.captured_queries) == 16
+    assert len(after.captured_queries) == len(before.captured_queries) == 17
 
 
 # ---------------------------------------------------------------- per GPU

@@ -68,13 +68,15 @@ def test_a_weight_change_syncs_the_team_and_its_department(cast, syncs):
     assert syncs == [["dept-x", "team-b"]]
 
 
-def test_renaming_a_team_is_a_full_sync(cast, syncs):
+def test_renaming_a_team_is_an_ordinary_targeted_sync_by_its_fixed_cluster_name(cast, syncs):
+    # Issue 25: the cluster sees the name the team was created with, so a rename changes
+    # nothing there and needs no full sync.
     team = Team.objects.get(pk=cast.team_b.pk)
     team.slug = "team-b2"
 
     edit(TeamAdmin, team, cast, syncs)
 
-    assert syncs == [None]
+    assert syncs == [["dept-x", "team-b"]]
 
 
 def test_moving_a_namespace_syncs_the_team_it_left_and_the_one_it_joined(cast, syncs):

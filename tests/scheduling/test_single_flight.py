@@ -81,7 +81,7 @@ def test_a_sync_requested_during_another_is_run_afterwards_exactly_once(
     assert all(m.log.startswith(f"Included in sync #{follow_up.pk}") for m in merged)
     assert all(m.error == "" for m in merged)
     # Two runs did work — the first and the follow-up — and the change reached the cluster.
-    assert kubeapi.counts[("list", "Queue")] == 2
+    assert kubeapi.counts[("list", "ResourceQuota")] == 2
     quota = kubeapi.get("ResourceQuota", "fairshare", "team-a-ml")
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "36"
     assert not SyncRun.objects.filter(status=SyncStatus.QUEUED).exists()

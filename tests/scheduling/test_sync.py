@@ -212,9 +212,20 @@ def test_a_500_on_one_object_fails_that_item_and_the_next_run_retries_it(
     run = sync_now()
 
     assert run.status == SyncStatus.FAILED
-    assert run.failed_count == 1
-    assert run.created_count == 15
-    assert "1 of 16 objects failed" in run.error
+    # The Queue, and its namespace's routing: team-b-ml is created (its quota and RBAC go out)
+    # without the queue-name annotation, since a PodGroup routed there would be denied.
+    assert run.failed_count == 2
+    assert run.created_count == 14
+    assert "2 of 16 objects failed" in run.error
+    unrouted = item(run, "Namespace", "team-b-ml")
+    assert unrouted.action == SyncAction.FAILED
+    assert (
+        "Kept the old scheduling.volcano.sh/queue-name: Queue team-b could not be written in "
+        "this run, and Volcano denies a PodGroup in a queue that is not Open" in unrouted.error
+    )
+    namespace = cluster.get("Namespace", "team-b-ml")
+    annotations = namespace["metadata"].get("annotations") or {}
+    assert "scheduling.volcano.sh/queue-name" not in annotations
     failed = item(run, "Queue", "team-b")
     assert failed.action == SyncAction.FAILED
     assert failed.planned_action == SyncAction.CREATE
@@ -229,8 +240,12 @@ def test_a_500_on_one_object_fails_that_item_and_the_next_run_retries_it(
 
     assert again.status == SyncStatus.SUCCEEDED
     assert item(again, "Queue", "team-b").action == SyncAction.CREATE
+    assert item(again, "Namespace", "team-b-ml").action == SyncAction.UPDATE
     assert again.created_count == 1
-    assert again.unchanged_count == 15
+    assert again.updated_count == 1
+    assert again.unchanged_count == 14
+    namespace = cluster.get("Namespace", "team-b-ml")
+    assert namespace["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "team-b"
 
 
 def test_a_timeout_on_one_object_fails_that_item_only(cast, cluster, quick_retries, settings):
@@ -512,7 +527,9 @@ def test_two_concurrent_triggers_run_one_sync(kubeapi, settings, monkeypatch):
     assert merged.items.count() == 0
     assert winner.created_count == 16
     assert kubeapi.counts[("list", "Namespace")] == 2  # one LIST, retried once after the 429
-    assert kubeapi.counts[("list", "Queue")] == 1
+    # One run observed the cluster (Queues are listed again while it waits for the ones it
+    # created to be Open before routing namespaces to them).
+    assert kubeapi.counts[("list", "ResourceQuota")] == 1
     assert enqueued == []  # nothing was pending afterwards: no follow-up
 
 

@@ -1,9 +1,13 @@
 """``manage.py export_manifests --out DIR``: the desired state as YAML files, for GitOps.
 
-The layout (``render.file_name``) lets ``kubectl apply --server-side -R -f DIR`` apply it in one
-pass: kubectl walks the tree in lexical order, so cluster-scoped objects (``cluster/``:
-PriorityClasses, then Queues numbered by depth, parents first) come before ``namespaces/<ns>/``,
-where the Namespace (``00-namespace-<ns>.yaml``) comes before what lives in it.
+The layout (``render.file_name``) lets ``kubectl apply --server-side -R -f DIR`` apply a first
+export in one pass: kubectl walks the tree in lexical order, so cluster-scoped objects
+(``cluster/``: PriorityClasses, then Queues numbered by depth, parents first) come before
+``namespaces/<ns>/``, where the Namespace (``00-namespace-<ns>.yaml``) comes before what lives
+in it. A *change* of the Queues may not be applicable in one pass (a Queue that must shrink
+before a sibling grows, a child under a parent written in the same pass while Volcano's
+webhook cache lags, a Queue to delete): the export compares its Queues with the previous
+export's files in DIR (``plan.kubectl_passes``) and says so, with the reasons.
 """
 
 from __future__ import annotations
@@ -11,9 +15,12 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 import yaml
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from quotas.quantities import parse_quantity
 from scheduling.desired import build_cluster_spec
+from scheduling.domain.plan import kubectl_passes, plan
 from scheduling.domain.render import file_name, queue_depths, render
 
 MARKER = ".fairshare-export"
@@ -21,6 +28,13 @@ _MARKER_HEADER = (
     "# Files written by `manage.py export_manifests`; the next export removes the ones that are\n"
     "# no longer desired. Other files in this directory are never touched.\n"
 )
+
+
+def _quantity(value: str):
+    try:
+        return parse_quantity(value)
+    except ValidationError as e:
+        raise ValueError(f"not a quantity: {value!r}") from e
 
 
 def _dump(manifest: dict) -> str:
@@ -54,6 +68,7 @@ class Command(BaseCommand):
         depths = queue_depths(manifests)
         files = {file_name(m, depths.get(m["metadata"]["name"], 0)): _dump(m) for m in manifests}
         previous = self._previous(root / MARKER)
+        reasons = self._passes(root, previous, manifests)
         written = unchanged = 0
         for relative in sorted(files):
             path = root / relative
@@ -78,6 +93,27 @@ class Command(BaseCommand):
             f"{len(files)} manifests in {root}: {written} written, {unchanged} unchanged, "
             f"{removed} removed"
         )
+        if reasons:
+            self.stdout.write(
+                "More than one `kubectl apply` pass is needed for this change (Volcano's queue "
+                "webhook checks each write against a cache that may lag the previous ones): "
+                "apply, wait a few seconds, apply again until nothing is denied, and delete "
+                "removed Queues children first; `manage.py sync` orders the writes itself.\n"
+                + "".join(f"  - {reason}\n" for reason in reasons)
+            )
+
+    @staticmethod
+    def _passes(root: Path, previous: set[str], manifests: list[dict]) -> list[str]:
+        """Why the Queues of this export cannot replace the previous export's in one pass."""
+        before = []
+        for relative in sorted(previous):
+            path = root / relative
+            if relative.startswith("cluster/queue-") and path.is_file():
+                before.append(yaml.safe_load(path.read_text(encoding="utf-8")))
+        if not before:
+            return []
+        queues = [m for m in manifests if m.get("kind") == "Queue"]
+        return kubectl_passes(plan(queues, before, parse_quantity=_quantity))
 
     @staticmethod
     def _previous(marker: Path) -> set[str]:

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("quotas", "0003_quotarequest_reminder_sent_at"),
+        ("quotas", "0006_transition"),
     ]
 
     operations = [
