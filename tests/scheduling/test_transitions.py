@@ -407,3 +407,45 @@ class _Chain:
 
     def apply_async(self):
         return None
+
+
+def test_tier_changes_while_workloads_run_strand_nothing_and_converge_in_one_run(world, cluster):
+    """A team's new tier and a tier's new value, each made while the team has running and
+    pending PodGroups. Neither waits: no Queue is renamed, removed or made a parent, so every
+    PodGroup keeps a leaf queue; the team's Queue and Namespace carry the new tier at once, the
+    PriorityClass is re-created (value and preemptionPolicy are immutable upstream) and the
+    cluster converges in the same run."""
+    from quotas.models import PriorityTier
+
+    research = world.research
+    workloads(cluster, "research-ml", "research")
+    production = PriorityTier.objects.create(
+        name="production", value=1000000, preemption_policy="PreemptLowerPriority"
+    )
+    sync_now()
+
+    research.tier = production
+    research.save()
+    assert not Transition.objects.filter(team=research).exists()
+    sync_now()
+    queue = cluster.get("Queue", "research")
+    assert queue["metadata"]["labels"]["fairshare.io/tier"] == "production"
+    assert (
+        cluster.get("Namespace", "research-ml")["metadata"]["labels"]["fairshare.io/tier"]
+        == "production"
+    )
+    assert {pg["spec"]["queue"] for pg in cluster.objects("PodGroup", "research-ml")} == {
+        "research"
+    }
+    assert_nothing_stranded(cluster)
+    assert_converged(cluster)
+
+    production.value = 900000
+    production.save()
+    uid = cluster.get("PriorityClass", "production")["metadata"]["uid"]
+    sync_now()
+    recreated = cluster.get("PriorityClass", "production")
+    assert recreated["value"] == 900000
+    assert recreated["metadata"]["uid"] != uid
+    assert_nothing_stranded(cluster)
+    assert_converged(cluster)
