@@ -198,6 +198,70 @@ def test_a_team_below_a_waiting_middle_department_is_not_left_short(path):
     assert pareto_violations(capacity, tenants, result) == []
 
 
+@pytest.mark.parametrize("path", range(2), ids=PATHS)
+def test_a_team_leaping_where_its_root_stops_is_not_left_short(path):
+    # Soak (seed 28), minimised. The GPUs run out first; d05 then grows on cpu (t07) and mem
+    # (t13) until d11 reaches its mem limit. d05's mem stops at 0.218 of 2 (share 0.109), and
+    # that is its dominant share where its box 0.5 t passes it: its water level's end. Just
+    # past that level, t07 leaps on cpu from 0.06 to d05's limit 0.1; at the end itself it
+    # had not, and t07 stayed at 0.06 marked as if its demand were met (the old solver too).
+    result = _solve_both(
+        {
+            "capacity": {"mem": 2, "cpu": 1, GPU: 24},
+            "tenants": [
+                {"name": "d05", "demand": {}, "weight": 0.5, "limit": {"cpu": 0.1}},
+                {"name": "d06", "demand": {}, "parent": "d05"},
+                {"name": "t07", "demand": {"cpu": 0.2}, "parent": "d06"},
+                {"name": "t08", "demand": {"mem": 2.9, GPU: 13}, "parent": "d06"},
+                {"name": "d11", "demand": {}, "parent": "d05", "limit": {"mem": 0.12}},
+                {"name": "t13", "demand": {"mem": 1}, "parent": "d11"},
+                {"name": "t03", "demand": {GPU: 35}},
+                {"name": "t22", "demand": {GPU: 19}, "weight": 4},
+            ],
+        }
+    )[path]
+
+    assert result["t07"].resources["cpu"] == pytest.approx(0.1, rel=TOL)
+    assert result["t07"].reason == "saturated:cpu"
+    assert result["d05"].resources["cpu"] == pytest.approx(0.1, rel=TOL)
+    assert result["t13"].resources["mem"] == pytest.approx(0.12, rel=TOL)
+    # The rest is unchanged by the leap: the GPUs were shared before it.
+    assert result["t08"].resources["mem"] == pytest.approx(0.098166, abs=1e-6)
+    assert result["t22"].resources[GPU] == pytest.approx(18.847955, abs=1e-6)
+
+
+@pytest.mark.parametrize("path", range(2), ids=PATHS)
+def test_a_full_resource_no_longer_holds_a_middle_department_back(path):
+    # Soak (seed 28), minimised. When the CPUs run out, d09 holds cpu (t10) equal to its box
+    # and grows on memory alone (t11). A resource full in the cluster bounds no group any more
+    # (H-DRF ignores it), so t11 grows up to d08's mem limit, or until memory fills. It used
+    # to wait for d09's box to pass the cpu it holds, which d08's end never reached: t11 kept
+    # 0.67 of the 2 left to it, marked as if its demand were met (the old solver too).
+    result = _solve_both(
+        {
+            "capacity": {"cpu": 2, GPU: 24, "mem": 10},
+            "tenants": [
+                {"name": "d01", "demand": {}, "weight": 4},
+                {"name": "d02", "demand": {}, "limit": {GPU: 4}, "parent": "d01"},
+                {"name": "t03", "demand": {"mem": 6.4, GPU: 26.8}, "parent": "d02"},
+                {"name": "t04", "demand": {"mem": 7.05}, "parent": "d02"},
+                {"name": "d05", "demand": {}, "weight": 0.5, "parent": "d01"},
+                {"name": "t07", "demand": {"cpu": 3}, "parent": "d05"},
+                {"name": "d08", "demand": {}, "limit": {"mem": 2}},
+                {"name": "d09", "demand": {}, "parent": "d08"},
+                {"name": "t10", "demand": {"cpu": 2}, "weight": 3, "parent": "d09"},
+                {"name": "t11", "demand": {"mem": 2.5}, "parent": "d09"},
+            ],
+        }
+    )[path]
+
+    # Memory fills first: d01 holds 8.005, so 1.995 are left, under d08's limit of 2.
+    assert result["t11"].resources["mem"] == pytest.approx(10 - 8.005224, abs=1e-6)
+    assert result["t11"].reason == "saturated:mem"
+    assert result["d01"].resources["mem"] + result["d08"].resources["mem"] == pytest.approx(10)
+    assert result["t10"].resources["cpu"] == pytest.approx(0.400261, abs=1e-6)
+
+
 @st.composite
 def catching_up(draw):
     """Departments, each with a team on a resource of its own and a disk team, whose own teams
