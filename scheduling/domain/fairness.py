@@ -112,7 +112,15 @@ the expensive part of the searches, and each is handled where it shows:
   parent's limit where it stands), at the top of a bracket (the state at the top, where the box
   holds the limit, is taken), and where the water level can rise no more while a group stays
   pinned below a jump that would pass its parent's limit (the box stops at the limit and never
-  passes the sums above the jump);
+  passes the sums above the jump), or where a resource fills first;
+* an internal node's end (the level beyond which its box no longer matters) lies 1e-9
+  (relative) past the level where its box reaches its sums' most, so that a leap of its
+  children pending exactly there (on a resource other than the one that decided the end) is
+  taken;
+* where the water level can rise no more, the boxes of the resources full in the cluster open
+  (H-DRF ignores saturated resources): a group that waited for its box to pass what it holds
+  of one goes on growing, from the last event (only then, so that departments leaping at one
+  level a few ulps apart still catch up together);
 * roots that leap at once *catch up by weight*: on the resources each grows on in the move
   (full ones ignored, as H-DRF ignores saturated resources), a catch-up level ``u`` puts each at
   ``max(what it holds, w u)`` along its own way, and ``u`` is found where the first resource
