@@ -112,7 +112,15 @@ the expensive part of the searches, and each is handled where it shows:
   parent's limit where it stands), at the top of a bracket (the state at the top, where the box
   holds the limit, is taken), and where the water level can rise no more while a group stays
   pinned below a jump that would pass its parent's limit (the box stops at the limit and never
-  passes the sums above the jump);
+  passes the sums above the jump), or where a resource fills first;
+* an internal node's end (the level beyond which its box no longer matters) lies 1e-9
+  (relative) past the level where its box reaches its sums' most, so that a leap of its
+  children pending exactly there (on a resource other than the one that decided the end) is
+  taken;
+* where the water level can rise no more, the boxes of the resources full in the cluster open
+  (H-DRF ignores saturated resources): a group that waited for its box to pass what it holds
+  of one goes on growing, from the last event (only then, so that departments leaping at one
+  level a few ulps apart still catch up together);
 * roots that leap at once *catch up by weight*: on the resources each grows on in the move
   (full ones ignored, as H-DRF ignores saturated resources), a catch-up level ``u`` puts each at
   ``max(what it holds, w u)`` along its own way, and ``u`` is found where the first resource
@@ -815,6 +823,9 @@ _BRACKET = 1e-10
 _PINNED = 1e-9
 # Where a pinned root's leap goes over, the water level is probed this much (relative) below.
 _JUMP = 1e-9
+# The box of a group on a resource full in the cluster: finite, so that the searches' relative
+# tolerances (_TOL, _CLOSE times the box) stay finite, and far above any sum (shares are <= 1).
+_OPEN = 1e300
 
 
 @dataclass
@@ -1001,7 +1012,7 @@ def _ramps_crossing(
     k = _first_above(rp.V, rows, b + t)
     j = np.maximum(k - 1, 0)
     p, v, s = rp.P[rows, j], rp.V[rows, j, res], rp.S[rows, j, res]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         inside = p + np.maximum(b - v, 0.0) / s
     nxt = rp.P[rows, np.minimum(k, width - 1)]
     mu = np.where(k == 0, -np.inf, np.where(k >= width, np.inf, np.minimum(inside, nxt)))
@@ -1108,7 +1119,11 @@ def _tree(
             if len(d.ints):
                 kids_most = below
                 reach = np.minimum(kids_most, d.lim_int)
-                d.end_int = np.where(pos, reach, 0.0).max(axis=1, initial=0.0) / d.w_int
+                # Just past the level where its sums reach their most (1e-9 relative): a
+                # jump pending there (children leaping on a resource once the box passes
+                # what a resource they no longer grow on holds) is then taken, not cut off.
+                most_at = np.where(pos, reach, 0.0).max(axis=1, initial=0.0) / d.w_int
+                d.end_int = most_at * (1.0 + _EPS)
                 top[d.ints] = d.end_int
                 most[d.ints] = reach
             d.mu_max = np.maximum.reduceat(top, d.starts) if len(d.rows) else np.zeros(0)
@@ -1119,6 +1134,10 @@ def _tree(
                 d.ramps = _ramps(d, n_res)
 
     trace: dict[int, dict[str, np.ndarray]] = {}
+    # Resources full in the cluster (or of no capacity), and whether they bound the groups
+    # below the roots no more (see the top of the water level, below).
+    saturated = ~pos.copy()
+    open_full = [False]
 
     def evaluate(level: int, mu: np.ndarray, record: bool):
         """Members of ``level`` at group levels ``mu``: amounts and right derivatives."""
@@ -1136,6 +1155,8 @@ def _tree(
         if len(d.ints):
             wl = (d.w_int * at[d.ints])[:, None]
             box = np.minimum(np.maximum(d.g_int, wl), d.lim_int)
+            if open_full[0]:
+                box[:, saturated] = _OPEN
             dbox = np.where((wl >= d.g_int) & (wl < d.lim_int), d.w_int[:, None], 0.0)
             sums, dsums, star, dstar = solve(level + 1, box, record)
             rows = np.arange(len(d.ints))
@@ -1188,6 +1209,8 @@ def _tree(
             w, g, lim = d.w_int[ii], d.g_int[ii], d.lim_int[ii]
             wl = (w * at[inner])[:, None]
             box = np.minimum(np.maximum(g, wl), lim)
+            if open_full[0]:
+                box[:, saturated] = _OPEN
             dbox = np.where((wl >= g) & (wl < lim), w[:, None], 0.0)
             sums, dsums, star, dstar = solve(level + 1, box, False, ii)
             rows = np.arange(len(ii))
@@ -1282,7 +1305,7 @@ def _tree(
             active &= ~reached & (hi - lo > narrow)
             if not active.any():
                 break
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min(axis=1)
                 cand = lo + step
                 wide = ~(cand < hi)
@@ -1336,7 +1359,7 @@ def _tree(
         gap = box - s_lo
         rising = ds_lo > 0.0
         capped = lo >= top
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             score = np.where(rising, gap / np.maximum(box, 1e-300), np.inf)
         # Short of its box on every resource it grows on: the group stands just below a jump
         # (its sums leap past the box there), and stays there while the box grows a little.
@@ -1439,11 +1462,11 @@ def _tree(
                     if len(depths[lv].leaf)
                 }
                 limits.append((owner, r, bound, under))
-            none = np.zeros(n_res, dtype=bool)
-            return _part_way(depths, snap, snap_leap, none, s_top, s_top, roots, limits)
+            # The leap may fill a resource before it reaches the limit (what the other roots
+            # left of it is less than the limit leaves): then it stops there.
+            return _part_way(depths, snap, snap_leap, ~saturated, s_top, s_top, roots, limits)
         return None
 
-    saturated = ~pos.copy()
     triggered: set[tuple[int, int]] = set()
     # Internal rows in the order probe() lists them (depth, then place), with their limits.
     int_rows = np.concatenate([d.rows[d.ints] for d in depths])
@@ -1521,6 +1544,17 @@ def _tree(
             s_hi, _, fresh_hi, snap_top, _ = probe(t_hi)
             if not ((s_hi > box[0] + tol).any() or fresh_hi):
                 leap = pinned_past_limit(snap_top, s_hi)
+                if leap is None and not open_full[0] and (saturated & pos).any():
+                    # Where the water level can rise no more, a group may still wait for its
+                    # box to pass what it holds of a resource full in the cluster, which no
+                    # member grows on any more (a team then short while its department's
+                    # limit and the resource it wants leave room). H-DRF ignores such
+                    # resources: their boxes open, and if that moves anything, the filling
+                    # goes on from the last event (the leap as at an event).
+                    open_full[0] = True
+                    s_open, _, fresh_open, _, _ = probe(t_hi)
+                    if fresh_open or (np.abs(s_open - s_hi) > tol).any():
+                        continue
                 if leap is None:
                     final = snap_top
                     break
