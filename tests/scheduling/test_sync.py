@@ -526,7 +526,10 @@ def test_two_concurrent_triggers_run_one_sync(kubeapi, settings, monkeypatch):
     assert merged.error == ""
     assert merged.items.count() == 0
     assert winner.created_count == 16
-    assert kubeapi.counts[("list", "Namespace")] == 2  # one LIST, retried once after the 429
+    # One LIST, retried once after the 429; then the namespace guard's LIST by name for each
+    # Namespace the run creates (does it exist already, unadopted?).
+    created = Namespace.objects.filter(managed=True).count()
+    assert kubeapi.counts[("list", "Namespace")] == 2 + created
     # One run observed the cluster (Queues are listed again while it waits for the ones it
     # created to be Open before routing namespaces to them).
     assert kubeapi.counts[("list", "ResourceQuota")] == 1
