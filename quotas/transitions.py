@@ -8,7 +8,8 @@ parent, is recorded at once but reaches the cluster only when that Queue is empt
 
 * **deactivate** — a team made inactive keeps its Queue (and ``<x>.own``) and its namespaces'
   quota until no PodGroup with work left is in them and its namespaces have been released or
-  moved to another team;
+  moved to another team; when it is its department's last team, also until the department's
+  ``<x>.own`` (which goes when the department becomes a leaf again) holds none;
 * **first_child** — a team placed under a department that is a leaf today: the department's
   Queue would become a parent, so until it holds no PodGroups the team stays where it was
   (a new team: out of the cluster);
@@ -102,7 +103,10 @@ def describe(transition: Transition, blocking: int | None = None) -> str:
                 f", and for its {left} namespace{'s' if left != 1 else ''} to be released or "
                 "moved to another team (they keep their quota until then)"
             )
-        return text + " before the team is removed from the cluster"
+        text += " before the team is removed from the cluster"
+        if params.get("previous_parent_name"):
+            text += f" and {params['previous_parent_name']} loses its last team"
+        return text
     if transition.kind == TransitionKind.FIRST_CHILD:
         parent = params.get("parent_name") or "its department"
         return (
@@ -147,6 +151,17 @@ def on_team_saved(
     if before is not None and was_active and not team.active:
         kind = TransitionKind.DEACTIVATE if _routes_workloads(team.pk) else None
         queues = [team.cluster_name, f"{team.cluster_name}{OWN_SUFFIX}"]
+        # A department's last active team going: the department becomes a leaf again and its
+        # ``<x>.own`` leaf (its own namespaces' queue) goes, so wait for that one too.
+        parent = team.parent
+        if (
+            parent is not None
+            and not _has_other_children(parent.pk, but=team.pk)
+            and _routes_workloads(parent.pk)
+        ):
+            kind = TransitionKind.DEACTIVATE
+            queues.append(f"{parent.cluster_name}{OWN_SUFFIX}")
+            params["previous_parent_name"] = parent.slug
     elif team.active and team.parent_id != previous_parent:
         parent = team.parent
         if (

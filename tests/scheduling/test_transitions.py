@@ -449,3 +449,40 @@ def test_tier_changes_while_workloads_run_strand_nothing_and_converge_in_one_run
     assert recreated["metadata"]["uid"] != uid
     assert_nothing_stranded(cluster)
     assert_converged(cluster)
+
+
+def test_deactivating_a_departments_last_team_waits_while_its_own_leaf_holds_workloads(
+    world, cluster
+):
+    """The department would become a leaf again and ``dept-x.own`` would go: the PodGroups in
+    it would name a queue that no longer exists. The deactivation waits for them too."""
+    Namespace.objects.create(name="dept-x-ops", team=world.dept)
+    TeamQuota.objects.filter(team=world.team_b).delete()
+    Namespace.objects.filter(team=world.team_b).update(team=world.team_a)
+    world.team_b.active = False
+    world.team_b.save()
+    sync_now()
+    workloads(cluster, "dept-x-ops", "dept-x.own")
+    Namespace.objects.filter(team=world.team_a).update(team=world.research)
+
+    team_a = Team.objects.get(pk=world.team_a.pk)
+    team_a.active = False
+    team_a.save()
+    sync_now()
+
+    transition = Transition.objects.get(team=team_a, state=TransitionState.WAITING)
+    assert transition.kind == TransitionKind.DEACTIVATE
+    assert transition.blocking == 2
+    assert "dept-x.own" in transition.waiting_for
+    assert transition.waiting_for.endswith("and dept-x loses its last team")
+    assert cluster.get("Queue", "dept-x.own") is not None
+    assert cluster.get("Queue", "team-a") is not None
+    assert_nothing_stranded(cluster)
+
+    finish(cluster, "dept-x-ops")
+    sync_now()
+    transition.refresh_from_db()
+    assert transition.state == TransitionState.COMPLETED
+    assert cluster.get("Queue", "team-a") is None
+    assert cluster.get("Queue", "dept-x.own") is None
+    assert_converged(cluster)
