@@ -1029,3 +1029,20 @@ def test_the_dashboard_pages_and_sorts_all_teams_server_side(client, cast, setti
     by_weight = client.get(reverse("home"), {"sort": "-weight"}).content.decode()
     assert "bulk-006" in by_weight  # weight 7: first page
     assert "bulk-000" not in by_weight  # weight 1: sorted onto the last page
+
+
+def test_only_site_admins_are_offered_the_adopt_page_on_a_team_without_namespaces(client, cast):
+    """The adopt page is for site admins: a department lead (whose department has no namespaces
+    of its own) reads that an admin adopts, with no link that would answer 403."""
+    from quotas.models import Namespace
+
+    assert not Namespace.objects.filter(team=cast.dept).exists()
+    adopt = reverse("portal:adopt_namespace")
+    client.force_login(cast.dora)
+    page = client.get(reverse("portal:team", args=[cast.dept.slug])).content.decode()
+    assert "adopted by an admin" in page
+    assert adopt not in page
+    assert client.get(adopt).status_code == 403
+    client.force_login(cast.root)
+    page = client.get(reverse("portal:team", args=[cast.dept.slug])).content.decode()
+    assert f'href="{adopt}"' in page
