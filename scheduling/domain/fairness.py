@@ -911,6 +911,22 @@ def _ramps(d: _Depth, n_res: int) -> _Ramps:
     return old
 
 
+def _hold(d: _Depth, which: np.ndarray, levels: np.ndarray) -> None:
+    """Leaf-like members ``which`` of ``d`` (a mask), frozen at ``levels``: their amounts there
+    become their floors (constant at every level, no ramp left)."""
+    a = d.a[which]
+    g = np.maximum(d.g[which], a * levels[:, None])
+    d.g[which] = g
+    with np.errstate(divide="ignore", invalid="ignore"):
+        held = (g > 0.0) & (a > 0.0)
+        bp = np.where(held, g / np.where(held, a, 1.0), np.inf)
+    d.bp[which] = bp
+    if d.rise is not None:
+        d.rise[which] = np.where(a > 0.0, np.where(g > 0.0, bp, 0.0), np.inf)
+    if d.ramps is not None and d.built is not None:
+        d.built[which] = np.nan  # their groups' breakpoints are built again
+
+
 def _widen(rp: _Ramps, width: int) -> _Ramps:
     """``rp`` with ``width`` breakpoints per group (padding repeats the last sums, slope 0)."""
     k = rp.P.shape[1]
@@ -1695,6 +1711,11 @@ def _tree(
                 end[ids] = lv[drawing]
                 code[ids] = 2 + r
                 event[ids] = n_events
+                if leapt and drawing.any():
+                    # A leap's members keep where it put them: their amounts there become
+                    # floors, so a group level found again below the leap (a middle
+                    # department waiting for its box) does not take them back.
+                    _hold(d, drawing, lv[drawing])
                 waiting = live & ~drawing & (d.bp[:, r] < e)
                 ids = lr[waiting]
                 end[ids] = d.bp[waiting, r]

@@ -300,10 +300,9 @@ def test_a_team_below_a_group_bound_where_its_resource_stops_is_not_left_short(p
     assert result["t07"].resources["mem"] == pytest.approx(6.25 + 36 - 35.729577, abs=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="open: a leap to a limit is not kept after its event")
 @pytest.mark.parametrize("path", range(2), ids=PATHS)
 def test_a_leap_to_a_departments_limit_is_kept_after_its_event(path):
-    """Soak (seed 28), minimised; still open (diagnosed, not fixed).
+    """Soak (seed 28), minimised.
 
     When the CPUs run out, d08's children's group is pinned below a jump (t11 grows on
     memory alone) and d08's box stops at its mem limit 1.9: the water level can rise no
@@ -312,8 +311,9 @@ def test_a_leap_to_a_departments_limit_is_kept_after_its_event(path):
     from the water level: d09 holds GPUs (t10's, frozen by the CPUs) above its box and waits
     for it, so d08's group stands below the jump again and t11 below its new end. t11 keeps
     0.43 of memory where d08's limit leaves it 0.6 (d08 holds 1.73 of 1.9), marked as
-    saturated on memory that is not full. A fix: the members moved by a leap hold their
-    moved level (their group's level no lower than where the leap put it).
+    saturated on memory that is not full. The fix: the members that a leap's event freezes
+    keep what the leap gave them (it becomes their floor), wherever their group's level is
+    found again.
     """
     result = _solve_both(
         {
