@@ -121,6 +121,11 @@ the expensive part of the searches, and each is handled where it shows:
   (H-DRF ignores saturated resources): a group that waited for its box to pass what it holds
   of one goes on growing, from the last event (only then, so that departments leaping at one
   level a few ulps apart still catch up together);
+* a member frozen at an event keeps its amount as a floor (a group's level found again a few
+  ulps lower, or below the leap that put it there, neither takes it back nor counts it as
+  rising); a searched group with nothing rising whose search went over just above stands
+  below a jump too (its members a few ulps short of where a box passes what they hold), and
+  is pinned as above;
 * roots that leap at once *catch up by weight*: on the resources each grows on in the move
   (full ones ignored, as H-DRF ignores saturated resources), a catch-up level ``u`` puts each at
   ``max(what it holds, w u)`` along its own way, and ``u`` is found where the first resource
@@ -1383,7 +1388,10 @@ def _tree(
         star = np.where(capped | pinned | ~rising.any(axis=1), -1, score.argmin(axis=1))
         dstar = ds_lo[np.arange(len(lo)), np.maximum(star, 0)]
         if record:
-            trace[level]["pinned"] = pinned & ~capped & rising.any(axis=1)
+            # (Nothing rising, but over where the search went: its members pinned or frozen
+            # just below a jump, a few ulps short of where a box passes what they hold.)
+            jump = ~stuck & (hi > lo) & (above > box + tol).any(axis=1)
+            trace[level]["pinned"] = pinned & ~capped & (rising.any(axis=1) | jump)
             trace[level]["above"] = above
             trace[level]["hi"] = hi
         return s_lo, ds_lo, star, dstar
@@ -1711,10 +1719,11 @@ def _tree(
                 end[ids] = lv[drawing]
                 code[ids] = 2 + r
                 event[ids] = n_events
-                if leapt and drawing.any():
-                    # A leap's members keep where it put them: their amounts there become
-                    # floors, so a group level found again below the leap (a middle
-                    # department waiting for its box) does not take them back.
+                if drawing.any():
+                    # Frozen members keep what they hold: their amounts become floors, so a
+                    # group level found again below the event (a few ulps below, or below a
+                    # leap where a middle department waits for its box) neither takes it
+                    # back nor counts them as rising there.
                     _hold(d, drawing, lv[drawing])
                 waiting = live & ~drawing & (d.bp[:, r] < e)
                 ids = lr[waiting]

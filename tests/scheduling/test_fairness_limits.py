@@ -262,10 +262,9 @@ def test_a_full_resource_no_longer_holds_a_middle_department_back(path):
     assert result["t10"].resources["cpu"] == pytest.approx(0.400261, abs=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="open: a group bound at a resource that stops there")
 @pytest.mark.parametrize("path", range(2), ids=PATHS)
 def test_a_team_below_a_group_bound_where_its_resource_stops_is_not_left_short(path):
-    """Soak (seed 28), minimised; still open (diagnosed, not fixed).
+    """Soak (seed 28), minimised.
 
     The CPUs run out at t = 0.25, and d01's GPU limit (12) binds at once: t05 freezes at 3
     GPUs, t09 at 9. d01's children's group (d02, d04, d08) then stands exactly where its GPU
@@ -275,9 +274,11 @@ def test_a_team_below_a_group_bound_where_its_resource_stops_is_not_left_short(p
     stops and the group would leap on memory (t07) up to d01's mem limit 36; the water level
     ends at d01's end (0.25 (1 + 1e-9)) without looking there. t07 keeps 6.25 of its 90 while
     d01 holds 35.73 of its 36 (short by 0.3 % of its demand), marked as if its demand were met.
-    A fix: a member within 1e-9 (relative) of its end does not count as rising where a
-    group's level is searched, or a group whose binding resource stops at its level is
-    treated as pinned (its sums just above are taken, part of the way, to the limit).
+    The fix: a member frozen at an event keeps its amount as a floor, so it no longer rises
+    a few ulps below its end (the closed form then sees the GPU stop and d04's group leap);
+    in the search, d04's group is pinned below that jump, and d01's children's group, with
+    nothing rising and over just above, counts as pinned below the jump too, so the leap is
+    taken part of the way, to d01's mem limit.
     """
     result = _solve_both(
         {
