@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.fairness import make_problem as make_bench_problem
 from bench.fairness_limits import limit_violations, make_problem, pareto_violations
 from scheduling.domain import fairness
 from scheduling.domain.fairness import Allocation, Tenant
@@ -414,3 +415,16 @@ def test_over_reporting_does_not_pay_when_departments_catch_up(problem, data):
         return min(min(got[r], v) / v for r, v in liar.demand.items())
 
     assert progress(lying) <= progress(honest) * (1 + 1e-9) + 1e-12
+
+
+def test_the_benchs_ten_thousand_tenant_three_level_problem_leaves_no_team_short():
+    """``bench/fairness.py``'s 3-level problem at 10,000 tenants (guarantees and limits,
+    continuous): no team that the leftovers within every limit on its path could raise.
+    Before members frozen at an event kept their amounts as floors, 243 teams were short here
+    (their groups' levels found again a few ulps below the event, members counted as rising
+    there, the jumps just above not taken; memory left 1.35 units idle)."""
+    capacity, tenants = make_bench_problem(10_000, hierarchy=True)
+    result = fairness.solve(capacity, tenants)
+
+    assert limit_violations(capacity, tenants, result) == []
+    assert pareto_violations(capacity, tenants, result) == []
