@@ -420,9 +420,8 @@ def test_over_reporting_does_not_pay_when_departments_catch_up(problem, data):
 def test_the_benchs_ten_thousand_tenant_three_level_problem_leaves_no_team_short():
     """``bench/fairness.py``'s 3-level problem at 10,000 tenants (guarantees and limits,
     continuous): no team that the leftovers within every limit on its path could raise.
-    Before members frozen at an event kept their amounts as floors, 243 teams were short here
-    (their groups' levels found again a few ulps below the event, members counted as rising
-    there, the jumps just above not taken; memory left 1.35 units idle)."""
+    Before the members frozen at a leap's event kept their amounts as floors, 243 teams were
+    short here (their groups' levels found again below the leaps; 1.35 units of memory idle)."""
     capacity, tenants = make_bench_problem(10_000, hierarchy=True)
     result = fairness.solve(capacity, tenants)
 
