@@ -427,3 +427,95 @@ def test_the_benchs_ten_thousand_tenant_three_level_problem_leaves_no_team_short
 
     assert limit_violations(capacity, tenants, result) == []
     assert pareto_violations(capacity, tenants, result) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [0, pytest.param(1, marks=pytest.mark.xfail(strict=True, reason="open: reference path"))],
+    ids=PATHS,
+)
+def test_a_cpu_team_with_no_limit_on_its_path_gets_the_cpu_left(path):
+    """Soak with ``--reference --problems 2000`` (seed 28): 1 of 2000, minimised; open
+    in the nested-search (reference) path alone, and there before this branch too.
+
+    No limit lies on t12's path (d10, d11) and it wants only cpu; the CPUs left by d01 (at
+    its cpu limit) and d23 are 1.067314. The fast path gives t12 all of it; the reference
+    path stops the water level at 0.17409 (the fast path goes on to 0.2147, where d23's end
+    lies), leaving t12 0.684568 and 0.38 CPUs idle. Not diagnosed further (the roots' ends
+    differ: d23's end is 0.17409 in the reference, its group d24's members ending lower).
+    """
+    result = _solve_both(
+        {
+            "capacity": {"cpu": 2.0, "disk": 2.0, "nvidia.com/gpu": 100.0},
+            "tenants": [
+                {"name": "d01", "demand": {GPU: 85.267}, "weight": 2, "limit": {"cpu": 0.352}},
+                {"name": "d02", "demand": {}, "weight": 3, "parent": "d01"},
+                {
+                    "name": "t03",
+                    "demand": {"cpu": 1.32, "disk": 0.422},
+                    "weight": 0.5,
+                    "parent": "d02",
+                },
+                {
+                    "name": "t04",
+                    "demand": {GPU: 112.682, "disk": 2.751},
+                    "weight": 1,
+                    "parent": "d02",
+                },
+                {"name": "t05", "demand": {GPU: 21.036}, "weight": 1, "parent": "d02"},
+                {"name": "d08", "demand": {}, "weight": 3, "parent": "d01"},
+                {
+                    "name": "t09",
+                    "demand": {"disk": 1.261, "cpu": 0.993, GPU: 78.308},
+                    "weight": 1,
+                    "parent": "d08",
+                },
+                {"name": "d10", "demand": {}, "weight": 3},
+                {"name": "d11", "demand": {}, "weight": 1, "parent": "d10"},
+                {"name": "t12", "demand": {"cpu": 1.712}, "weight": 4, "parent": "d11"},
+                {"name": "t13", "demand": {GPU: 9.233}, "weight": 3, "parent": "d11"},
+                {
+                    "name": "d14",
+                    "demand": {},
+                    "weight": 4,
+                    "limit": {"disk": 0.198},
+                    "parent": "d10",
+                },
+                {"name": "t15", "demand": {GPU: 108.332}, "weight": 1, "parent": "d14"},
+                {"name": "t16", "demand": {"disk": 1.065}, "weight": 2, "parent": "d14"},
+                {"name": "d23", "demand": {}, "weight": 2},
+                {"name": "d24", "demand": {}, "weight": 4, "parent": "d23"},
+                {
+                    "name": "t25",
+                    "demand": {"cpu": 2.053, "disk": 1.013},
+                    "weight": 2,
+                    "parent": "d24",
+                },
+                {"name": "t26", "demand": {"disk": 0.548}, "weight": 1, "parent": "d24"},
+                {
+                    "name": "t27",
+                    "demand": {"cpu": 2.074, "disk": 1.608},
+                    "weight": 3,
+                    "parent": "d24",
+                },
+                {"name": "d28", "demand": {}, "weight": 3, "parent": "d23"},
+                {
+                    "name": "t29",
+                    "demand": {"disk": 1.014, GPU: 70.271},
+                    "weight": 1,
+                    "parent": "d28",
+                },
+                {"name": "t30", "demand": {"disk": 0.666}, "weight": 0.5, "parent": "d28"},
+                {"name": "d31", "demand": {}, "weight": 2, "parent": "d23"},
+                {
+                    "name": "t32",
+                    "demand": {"disk": 0.298, GPU: 13.455, "cpu": 2.433},
+                    "weight": 2,
+                    "parent": "d31",
+                },
+                {"name": "t33", "demand": {"disk": 0.298}, "weight": 0.5, "parent": "d31"},
+            ],
+        }
+    )[path]
+
+    assert result["t12"].resources["cpu"] == pytest.approx(2 - 0.352 - 0.580686, abs=1e-5)
