@@ -1810,10 +1810,10 @@ def _part_way(
 
     def passed(x: np.ndarray, within: float = 0.0) -> np.ndarray:
         """Which limits of ``limits`` the moving leaves' amounts ``x`` pass (or come
-        ``within`` that much of, relative)."""
+        ``within`` that much of, in shares of the capacity, as :func:`excess` measures)."""
         return np.array(
             [
-                x[mask, r].sum() + steady_lim[j] > bound * (1.0 - within)
+                x[mask, r].sum() + steady_lim[j] > bound - within
                 for j, ((_, r, bound, _), mask) in enumerate(zip(limits, masks, strict=True))
             ],
             dtype=bool,
