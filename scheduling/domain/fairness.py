@@ -121,6 +121,11 @@ the expensive part of the searches, and each is handled where it shows:
   (H-DRF ignores saturated resources): a group that waited for its box to pass what it holds
   of one goes on growing, from the last event (only then, so that departments leaping at one
   level a few ulps apart still catch up together);
+* a member frozen at an event keeps its amount as a floor (a group's level found again a few
+  ulps lower, or below the leap that put it there, neither takes it back nor counts it as
+  rising); a searched group with nothing rising whose search went over just above stands
+  below a jump too (its members a few ulps short of where a box passes what they hold), and
+  is pinned as above;
 * roots that leap at once *catch up by weight*: on the resources each grows on in the move
   (full ones ignored, as H-DRF ignores saturated resources), a catch-up level ``u`` puts each at
   ``max(what it holds, w u)`` along its own way, and ``u`` is found where the first resource
@@ -911,6 +916,22 @@ def _ramps(d: _Depth, n_res: int) -> _Ramps:
     return old
 
 
+def _hold(d: _Depth, which: np.ndarray, levels: np.ndarray) -> None:
+    """Leaf-like members ``which`` of ``d`` (a mask), frozen at ``levels``: their amounts there
+    become their floors (constant at every level, no ramp left)."""
+    a = d.a[which]
+    g = np.maximum(d.g[which], a * levels[:, None])
+    d.g[which] = g
+    with np.errstate(divide="ignore", invalid="ignore"):
+        held = (g > 0.0) & (a > 0.0)
+        bp = np.where(held, g / np.where(held, a, 1.0), np.inf)
+    d.bp[which] = bp
+    if d.rise is not None:
+        d.rise[which] = np.where(a > 0.0, np.where(g > 0.0, bp, 0.0), np.inf)
+    if d.ramps is not None and d.built is not None:
+        d.built[which] = np.nan  # their groups' breakpoints are built again
+
+
 def _widen(rp: _Ramps, width: int) -> _Ramps:
     """``rp`` with ``width`` breakpoints per group (padding repeats the last sums, slope 0)."""
     k = rp.P.shape[1]
@@ -1367,7 +1388,10 @@ def _tree(
         star = np.where(capped | pinned | ~rising.any(axis=1), -1, score.argmin(axis=1))
         dstar = ds_lo[np.arange(len(lo)), np.maximum(star, 0)]
         if record:
-            trace[level]["pinned"] = pinned & ~capped & rising.any(axis=1)
+            # (Nothing rising, but over where the search went: its members pinned or frozen
+            # just below a jump, a few ulps short of where a box passes what they hold.)
+            jump = ~stuck & (hi > lo) & (above > box + tol).any(axis=1)
+            trace[level]["pinned"] = pinned & ~capped & (rising.any(axis=1) | jump)
             trace[level]["above"] = above
             trace[level]["hi"] = hi
         return s_lo, ds_lo, star, dstar
@@ -1695,6 +1719,12 @@ def _tree(
                 end[ids] = lv[drawing]
                 code[ids] = 2 + r
                 event[ids] = n_events
+                if drawing.any():
+                    # Frozen members keep what they hold: their amounts become floors, so a
+                    # group level found again below the event (a few ulps below, or below a
+                    # leap where a middle department waits for its box) neither takes it
+                    # back nor counts them as rising there.
+                    _hold(d, drawing, lv[drawing])
                 waiting = live & ~drawing & (d.bp[:, r] < e)
                 ids = lr[waiting]
                 end[ids] = d.bp[waiting, r]
@@ -1780,10 +1810,10 @@ def _part_way(
 
     def passed(x: np.ndarray, within: float = 0.0) -> np.ndarray:
         """Which limits of ``limits`` the moving leaves' amounts ``x`` pass (or come
-        ``within`` that much of, relative)."""
+        ``within`` that much of, in shares of the capacity, as :func:`excess` measures)."""
         return np.array(
             [
-                x[mask, r].sum() + steady_lim[j] > bound * (1.0 - within)
+                x[mask, r].sum() + steady_lim[j] > bound - within
                 for j, ((_, r, bound, _), mask) in enumerate(zip(limits, masks, strict=True))
             ],
             dtype=bool,
