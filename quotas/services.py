@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -297,11 +298,40 @@ def hierarchy_problems(
     rendered Queues. A limit of None (or no quota row) is no ceiling; an ancestor whose limit is
     zero is skipped, as Volcano's ``findNearestAncestorCapability`` only sees positive amounts.
     """
+    from quotas.transitions import render_overrides
+
     teams = {row["id"]: row for row in Team.objects.values("id", "slug", "parent_id", "active")}
     for team_id, parent_id in (parents or {}).items():
         teams[team_id] = {**teams[team_id], "parent_id": parent_id}
     for team_id, flag in (active or {}).items():
         teams[team_id] = {**teams[team_id], "active": flag}
+    problems = _hierarchy_problems(teams, quotas)
+    # While a transition waits, the cluster still has the team as it was (rendered active, or
+    # under its previous department): the rules must hold for that view as well, or the
+    # renderer refuses the whole desired state (quotas.transitions.render_overrides).
+    overrides = render_overrides()
+    if overrides:
+        rendered = dict(teams)
+        for team_id, override in overrides.items():
+            if team_id not in rendered:
+                continue
+            row = dict(rendered[team_id])
+            if override.get("hidden"):
+                row["active"] = False
+            if "active" in override:
+                row["active"] = override["active"]
+            if "parent_id" in override:
+                row["parent_id"] = override["parent_id"]
+            rendered[team_id] = row
+        seen = {problem.key for problem in problems}
+        problems += [p for p in _hierarchy_problems(rendered, quotas) if p.key not in seen]
+    return problems
+
+
+def _hierarchy_problems(
+    teams: Mapping[int, Mapping[str, Any]],
+    quotas: Mapping[tuple[int, str], tuple[Decimal, Decimal | None]] | None,
+) -> list[HierarchyProblem]:
     included: set[int] = set()
     for team_id in teams:
         seen: set[int] = set()

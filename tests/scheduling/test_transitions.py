@@ -486,3 +486,31 @@ def test_deactivating_a_departments_last_team_waits_while_its_own_leaf_holds_wor
     assert cluster.get("Queue", "team-a") is None
     assert cluster.get("Queue", "dept-x.own") is None
     assert_converged(cluster)
+
+
+def test_a_quota_change_must_also_hold_for_the_team_a_waiting_deactivation_still_renders(
+    world, cluster
+):
+    """Found by the random-admin-changes state machine: a department with a namespace is
+    deactivated (it waits, so the cluster still has it above its teams), then its GPU limit is
+    set to 0. The database view (department gone) allowed it; the rendered view (department
+    still there, its teams guaranteed 50 GPUs) did not, and every sync failed. The hierarchy
+    rules now hold for both views: the change is refused with the reason."""
+    from django.core.exceptions import ValidationError
+
+    from quotas import services
+    from quotas.services import LineInput
+
+    Namespace.objects.create(name="dept-x-ops", team=world.dept)
+    sync_now()
+    workloads(cluster, "dept-x-ops", "dept-x.own")
+    dept = Team.objects.get(pk=world.dept.pk)
+    dept.active = False
+    dept.save()
+    assert Transition.objects.get(team=dept).state == TransitionState.WAITING
+
+    with pytest.raises(ValidationError) as caught:
+        services.set_team_quotas(dept, [LineInput(GPU, "0", "0")], actor=world.root)
+    assert "dept-x" in str(caught.value)
+    sync_now()
+    assert_nothing_stranded(cluster)
