@@ -271,7 +271,11 @@ def test_the_rendered_containers_start_and_answer(smoke_database, kubeapi, tmp_p
             nvml=FakeNvml([FakeDevice(uuid="GPU-1", util_gpu=40)]),
         )
         assert code == 0, processes.log("web")[-3000:]
-        assert "/api/v1/gpu-samples/ingest/" in processes.log("web")
+        # gunicorn writes its access-log line after the response has gone out: wait for it.
+        deadline = time.monotonic() + 10
+        while "/api/v1/gpu-samples/ingest/" not in processes.log("web"):
+            assert time.monotonic() < deadline, processes.log("web")[-3000:]
+            time.sleep(0.1)
 
         # 6. Everything is still up.
         for name, proc in processes.running.items():
