@@ -175,8 +175,9 @@ def test_a_deactivated_team_keeps_its_queue_and_quota_until_workloads_finish_and
     assert_converged(cluster)
 
 
-def test_moving_a_departments_last_team_waits_while_its_own_leaf_holds_workloads(world, cluster):
-    # dept-x with its own namespace (routed to dept-x.own) and a single team.
+def department_with_one_team_and_busy_own_leaf(world, cluster) -> None:
+    """dept-x with its own namespace (routed to dept-x.own, running and pending PodGroups in
+    it) and team-a as its single team, synced."""
     Namespace.objects.create(name="dept-x-ops", team=world.dept)
     TeamQuota.objects.filter(team=world.team_b).delete()
     Namespace.objects.filter(team=world.team_b).update(team=world.team_a)
@@ -184,6 +185,10 @@ def test_moving_a_departments_last_team_waits_while_its_own_leaf_holds_workloads
     world.team_b.save()
     sync_now()
     workloads(cluster, "dept-x-ops", "dept-x.own")
+
+
+def test_moving_a_departments_last_team_waits_while_its_own_leaf_holds_workloads(world, cluster):
+    department_with_one_team_and_busy_own_leaf(world, cluster)
 
     team_a = Team.objects.get(pk=world.team_a.pk)
     team_a.parent = None
@@ -456,13 +461,7 @@ def test_deactivating_a_departments_last_team_waits_while_its_own_leaf_holds_wor
 ):
     """The department would become a leaf again and ``dept-x.own`` would go: the PodGroups in
     it would name a queue that no longer exists. The deactivation waits for them too."""
-    Namespace.objects.create(name="dept-x-ops", team=world.dept)
-    TeamQuota.objects.filter(team=world.team_b).delete()
-    Namespace.objects.filter(team=world.team_b).update(team=world.team_a)
-    world.team_b.active = False
-    world.team_b.save()
-    sync_now()
-    workloads(cluster, "dept-x-ops", "dept-x.own")
+    department_with_one_team_and_busy_own_leaf(world, cluster)
     Namespace.objects.filter(team=world.team_a).update(team=world.research)
 
     team_a = Team.objects.get(pk=world.team_a.pk)
