@@ -263,6 +263,12 @@ def admitting_change(team: Team, workload_ids: Iterable[int]) -> AdmittingChange
         # A ResourceQuota counts every live pod of the namespace, bound or not.
         ns_counted[(namespace, resource)] += allocated + pending
     shares = dict(Namespace.objects.filter(team=team).values_list("name", "share"))
+    # Pending also counts what refused owners (no pod of theirs exists) wait for; their
+    # namespace's ResourceQuota does not count it until their pods exist.
+    for w in latest_workloads().filter(team=team, waiting=True):
+        if w.wait_code == "quota" and w.pods == 0:
+            for resource, amount in w.waiting_amounts().items():
+                ns_counted[(w.namespace, resource)] -= amount
 
     waiting: dict[str, Decimal] = defaultdict(Decimal)
     quota_need: dict[str, Decimal] = {}

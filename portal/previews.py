@@ -21,6 +21,8 @@ from django.core.exceptions import ValidationError
 
 from quotas.models import QuotaRequest
 from quotas.overlaps import overlaps
+from quotas.templatetags.fairshare import approx_quantity, resource_label
+from scheduling.domain import whatif as whatif_domain
 from scheduling.exceptions import DomainError as SchedulingError
 from scheduling.health import explain_share_error
 from scheduling.services import what_if, what_if_for_request
@@ -139,22 +141,139 @@ def present_whatif(
             }
         )
     focused = next((t for t in teams if t["slug"] == focus), None)
-    hidden = [t for t in teams if t["changed"] and not named(t["slug"])]
+    changes = [_team_change(team) for team in data.get("teams", [])]
+    by_slug = {change.slug: change for change in changes}
+    # The focus's department chain is not "other teams": its allocation holds the focus's own
+    # (issue 29). Its movement is told in words (``sources``), never as a team giving up.
+    chain = set(whatif_domain.ancestors(by_slug, focus)) if focus in by_slug else set()
+    if focused is not None:
+        focused["reasons"] = _untouched_reasons(data, focused, focus)
+    hidden = [t for t in teams if t["changed"] and not named(t["slug"]) and t["slug"] not in chain]
     return {
         "computed_at": _parse_time(data.get("computed_at")),
         "usage_taken_at": _parse_time(data.get("usage_taken_at")),
         "focus": focused,
         "changed_teams": [
-            t for t in teams if t["changed"] and t["slug"] != focus and named(t["slug"])
+            t
+            for t in teams
+            if t["changed"] and t["slug"] != focus and named(t["slug"]) and t["slug"] not in chain
         ],
         "others": _sum_rows(hidden) if hidden else None,
-        "losers": [loser for loser in losers if loser["amounts"]],
+        "losers": [loser for loser in losers if loser["amounts"]] if focused is None else [],
+        "sources": (
+            _present_sources(by_slug, data.get("capacity", {}), focus, named)
+            if focused is not None
+            else []
+        ),
         "flags": [_flag_shown(flag, named) for flag in data.get("flags", [])],
         "blocking": any(
             f.get("kind") in ("guarantees-over-capacity", "hierarchy")
             for f in data.get("flags", [])
         ),
     }
+
+
+def _team_change(team: dict) -> whatif_domain.TeamChange:
+    return whatif_domain.TeamChange(
+        slug=team.get("team"),
+        parent=team.get("parent"),
+        before=_amounts(team.get("before", {}).get("fair_allocation", {})),
+        after=_amounts(team.get("after", {}).get("fair_allocation", {})),
+    )
+
+
+def _amounts(raw: dict) -> dict[str, Decimal]:
+    return {r: decimal_or_zero(a) for r, a in (raw or {}).items()}
+
+
+def _present_sources(by_slug: dict, capacity: dict, focus: str, named) -> list[dict]:
+    """``scheduling.domain.whatif.sources`` as rows the partial displays: for each resource the
+    focus's fair allocation moves on, who gives it up (teams the viewer may not see by name
+    together), the spare capacity, the own workloads of the departments above, and each
+    department's movement in words. The rows' amounts add up to the focus's change."""
+    rows = []
+    for found in whatif_domain.sources(by_slug, _amounts(capacity), focus):
+        gives = []
+        hidden = Decimal(0)
+        for slug, amount in sorted(found.teams.items()):
+            if named(slug):
+                gives.append({"slug": slug, "amount": amount})
+            else:
+                hidden += amount
+        if hidden:
+            gives.append({"slug": None, "amount": hidden})
+        for slug, amount in found.chain_own.items():
+            gives.append({"slug": slug, "own": True, "named": named(slug), "amount": amount})
+        if found.spare:
+            gives.append({"slug": None, "spare": True, "amount": found.spare})
+        for give in gives:
+            # Shown in the change's direction: what goes to the focus when it gains, what it
+            # hands back when it loses; a row against it keeps its sign.
+            give["shown"] = give["amount"] if found.gain > 0 else -give["amount"]
+        rows.append(
+            {
+                "resource": found.resource,
+                "gain": found.gain,
+                "gained": found.gain > 0,
+                "gives": gives,
+                "departments": [
+                    {
+                        "slug": move.slug,
+                        "named": named(move.slug),
+                        "before": move.before,
+                        "after": move.after,
+                        "delta": move.delta,
+                        "focus": move.focus,
+                        "other_teams": move.other_teams,
+                        "own": move.own,
+                    }
+                    for move in found.departments
+                ],
+            }
+        )
+    return rows
+
+
+def _untouched_reasons(data: dict, focused: dict, focus: str) -> list[str]:
+    """Why a resource the change did not touch still moves for the focus (issue 29): DRF gives
+    a team the same fraction of everything it wants, so its other resources move with the one
+    that binds. One sentence per column (today; every team wanting its limit) where it happens."""
+    change = (data.get("changes") or {}).get(focus) or {}
+    touched = set(change.get("guarantee") or {}) | set(change.get("limit") or {})
+    if not touched and "weight" not in change:
+        return []
+    team = next((t for t in data.get("teams", []) if t.get("team") == focus), {})
+    demand = team.get("after", {}).get("demand") or {}
+    reasons = []
+    today = [r for r in focused["rows"] if r["moved"] and r["resource"] not in touched]
+    if today:
+        wanted = ", ".join(
+            f"{approx_quantity(a, r)} {resource_label(r)}" for r, a in sorted(demand.items())
+        )
+        names = ", ".join(resource_label(r["resource"]) for r in today)
+        reasons.append(
+            f"Today, {names} move{'s' if len(today) == 1 else ''} although the change does not "
+            f"set {'it' if len(today) == 1 else 'them'}: DRF gives a team the same fraction of "
+            f"everything it wants ({wanted or 'nothing'}, running and waiting), so the resource "
+            "that stops the team stops all of its demand together."
+        )
+    contended = [
+        r
+        for r in focused["rows"]
+        if r["resource"] not in touched
+        and r["contention_before"] is not None
+        and decimal_or_zero(r["contention_before"]) != decimal_or_zero(r["contention_after"])
+    ]
+    if contended:
+        names = ", ".join(resource_label(r["resource"]) for r in contended)
+        reasons.append(
+            f"When every team wants its limit, {names} move{'s' if len(contended) == 1 else ''} "
+            "although the change does not set "
+            f"{'it' if len(contended) == 1 else 'them'}: each team then wants its limits, and "
+            "DRF gives it the same fraction of each, so a new limit on one resource changes how "
+            "much of the others that fraction is."
+        )
+    return reasons
 
 
 def _flag_shown(flag: dict, named) -> dict:

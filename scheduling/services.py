@@ -13,21 +13,23 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from quotas.domain.quantity import is_byte_resource
 from quotas.models import QuotaRequest
-from quotas.quantities import format_quantity, parse_quantity
+from quotas.quantities import format_quantity, is_integral_resource, parse_quantity
 from quotas.services import committed_guarantees, new_hierarchy_problems, usable_capacity
 from scheduling.domain.fairness import Allocation, ProblemError, dominant_share, solve
 from scheduling.health import share_failed
 from scheduling.models import ShareComputation, ShareFailure, ShareSnapshot
 from scheduling.reasons import problem_reasons
 from scheduling.shares import (
+    DEMAND_USAGE,
     Amounts,
     Problem,
     ShareProblemError,
@@ -55,10 +57,19 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_MILLI = Decimal("0.001")
+
 FLAG_GUARANTEES_OVER_CAPACITY = "guarantees-over-capacity"
 FLAG_BELOW_USAGE = "below-usage"
 FLAG_GUARANTEES_SCALED = "guarantees-scaled"
 FLAG_HIERARCHY = "hierarchy"
+FLAG_ABOVE_DEMAND = "above-demand"
+
+
+def _reserve_percent() -> str:
+    from django.conf import settings
+
+    return f"{(settings.FAIRSHARE_CAPACITY_RESERVE * 100).normalize():f} %"
 
 
 # --------------------------------------------------------------------------- solving
@@ -97,10 +108,24 @@ def solve_problem(problem: Problem) -> dict[str, Allocation]:
 def team_shares(problem: Problem, allocations: Mapping[str, Allocation]) -> dict[str, TeamShare]:
     """Turn solver floats into exact per-team results, by slug.
 
-    Fair allocations keep every resource that is positive or that the team has a quota for;
-    GPUs (integral resources) are whole numbers, bytes whole bytes, others milli-units.
+    Fair allocations keep every resource that is positive or that the team has a quota for.
+    Amounts are those a person can act on (issue 29), decided once here for every surface:
+    GPUs (integral resources) are whole devices, bytes whole bytes, and cores whole cores unless
+    a fraction is real (the amount is the team's demand, guarantee or limit, which pod requests
+    and quotas can make fractional): "255.873 cores" is solver round-off, not a figure.
+    A department's amounts are the exact sum of its teams' amounts and its own part
+    (``member_amounts``), so Volcano's rule (Σ children's deserved ≤ the parent's) and the
+    preview's bookkeeping (who gives up what) hold exactly, not just up to rounding.
     """
     usage_by_team = {slug: team.usage for slug, team in problem.teams.items()}
+    own = member_amounts(problem, allocations)
+    totals: dict[str, Amounts] = {}
+    for slug in _post_order(problem):
+        total = dict(own[slug])
+        for kid in problem.children.get(slug, ()):
+            for resource, amount in totals[kid].items():
+                total[resource] = total.get(resource, Decimal(0)) + amount
+        totals[slug] = total
     result = {}
     for slug, team in problem.teams.items():
         usage = problem.subtree_sum(slug, usage_by_team)
@@ -108,8 +133,11 @@ def team_shares(problem: Problem, allocations: Mapping[str, Allocation]) -> dict
             {r: float(a) for r, a in usage.items() if r in problem.capacity}, problem.capacity
         )
         allocation = allocations[slug]
-        fair = {r: float_to_amount(v, r) for r, v in allocation.resources.items()}
-        fair = {r: a for r, a in fair.items() if a > 0 or r in team.guarantee or r in team.limit}
+        fair = {
+            r: a
+            for r, a in sorted(totals[slug].items())
+            if a > 0 or r in team.guarantee or r in team.limit
+        }
         result[slug] = TeamShare(
             slug=slug,
             parent=team.parent,
@@ -125,6 +153,61 @@ def team_shares(problem: Problem, allocations: Mapping[str, Allocation]) -> dict
             reason=allocation.reason,
         )
     return result
+
+
+def _post_order(problem: Problem) -> list[str]:
+    """Every team, children before their parent (ties by slug)."""
+    order: list[str] = []
+
+    def visit(slug: str) -> None:
+        for kid in problem.children.get(slug, ()):
+            visit(kid)
+        order.append(slug)
+
+    for slug in sorted(s for s, t in problem.teams.items() if t.parent is None):
+        visit(slug)
+    return order
+
+
+def member_amounts(problem: Problem, allocations: Mapping[str, Allocation]) -> dict[str, Amounts]:
+    """What each team holds itself, exact: a team without teams of its own its allocation, a
+    department its allocation less its teams' (its own workloads, H-DRF's implicit member).
+
+    Rounding (see ``team_shares``): integral resources are whole (the solver's), bytes whole
+    bytes, other resources whole units unless within a milli-unit of the team's own demand,
+    guarantee or limit; never below the guaranteed floor ``min(guarantee, demand)``.
+    """
+    result: dict[str, Amounts] = {}
+    for slug, team in problem.teams.items():
+        resources = allocations[slug].resources
+        kids = problem.children.get(slug, ())
+        demand = problem.demand.get(slug, {})
+        amounts: Amounts = {}
+        for resource, value in resources.items():
+            value -= sum(allocations[k].resources.get(resource, 0.0) for k in kids)
+            amount = float_to_amount(value, resource)
+            if not (is_integral_resource(resource) or is_byte_resource(resource)):
+                amount = _whole_unless_real(
+                    amount,
+                    demand.get(resource),
+                    None if kids else team.guarantee.get(resource),
+                    None if kids else team.limit.get(resource),
+                )
+            amounts[resource] = amount
+        result[slug] = amounts
+    return result
+
+
+def _whole_unless_real(
+    amount: Decimal, demand: Decimal | None, guarantee: Decimal | None, limit: Decimal | None
+) -> Decimal:
+    for real in (demand, guarantee, limit):
+        if real is not None and abs(amount - real) <= _MILLI:
+            return real
+    floor = amount.to_integral_value(rounding=ROUND_FLOOR)
+    if guarantee is not None and demand is not None:
+        floor = max(floor, min(guarantee, demand, amount))
+    return floor
 
 
 def compute_shares(*, trigger: str = "schedule", now: datetime | None = None) -> ShareComputation:
@@ -263,7 +346,8 @@ class Flag:
     evict, ``namespaces`` lists where workloads keep running over quota, largest first),
     ``guarantees-scaled`` (guarantees over the raw capacity: scaled down to solve),
     ``hierarchy`` (a department's limit under its teams' guarantees or limits: approval would be
-    refused, ``quotas.services.check_hierarchy``).
+    refused, ``quotas.services.check_hierarchy``), ``above-demand`` (a new limit above what the
+    team's workloads want now: today's allocation moves only up to that).
     """
 
     kind: str
@@ -466,7 +550,10 @@ def what_if(
                         message=(
                             f"Guarantees for {resource} would total "
                             f"{format_quantity(total, resource)}, over the "
-                            f"{format_quantity(available, resource)} schedulable."
+                            f"{format_quantity(available, resource)} that may be guaranteed (the "
+                            f"{format_quantity(inputs.capacity.get(resource, 0), resource)}"
+                            f" schedulable less the {_reserve_percent()} reserve): approval "
+                            "would be refused."
                         ),
                     )
                 )
@@ -495,6 +582,38 @@ def what_if(
                         f"new limit of {format_quantity(limit, resource)}: workloads keep running "
                         f"over quota in {', '.join(ns for ns, _ in holders)} "
                         "(Kubernetes does not evict running pods for a quota change)."
+                    ),
+                )
+            )
+    for slug, change in sorted(changes.items()):
+        # A limit above what the team wants changes today's allocation only up to its demand
+        # (issue 29: a preview never allocates more than that); say so, with the numbers.
+        team = after_problem.teams[slug]
+        if after_problem.demand_source[slug] != DEMAND_USAGE:
+            continue
+        wanted = after[slug].demand
+        for resource in sorted(change.get("limit", {})):
+            limit = team.limit.get(resource)
+            want = wanted.get(resource, Decimal(0))
+            old_limit = inputs.teams[slug].limit.get(resource)
+            if resource not in inputs.capacity or (limit is not None and limit <= want):
+                continue
+            if old_limit is None and limit is None:
+                continue  # no ceiling before or after: nothing about the limit to explain
+            new_limit = (
+                "limit removed" if limit is None else f"limit of {format_quantity(limit, resource)}"
+            )
+            flags.append(
+                Flag(
+                    kind=FLAG_ABOVE_DEMAND,
+                    team=slug,
+                    resource=resource,
+                    message=(
+                        f"{slug}'s workloads want {format_quantity(want, resource)} {resource} "
+                        f"now (running and waiting), so a {new_limit} changes today's fair "
+                        "allocation only up to that. What the limit buys "
+                        "when the team, and every other team, wants all of it is in the last "
+                        "two columns."
                     ),
                 )
             )

@@ -19,8 +19,10 @@ How each tenant is built (docs/drf.md has a worked example):
   use: its limit for every resource it has a quota row for (no ceiling: the capacity), capped by
   the capacity. A team seen before but absent from the latest collection demands nothing: it is
   idle;
-* a what-if override that raises a team's limit also raises its demand to the new limit (capped
-  by capacity): the preview answers "what if the team used what it asks for";
+* a what-if override never changes a team's demand (issue 29): a measured team still wants what
+  its workloads request (running + waiting), so a preview never allocates more than that; what a
+  new limit buys when the team wants all of it is the preview's contention view
+  (``scheduling.services.contention_problem``), not today's fair allocation;
 * departments (teams with active children) get only their *own* usage as demand, never the limit
   fallback: the solver adds the children's demands itself (H-DRF: callers must not pre-aggregate);
 * resources are those of the capacity; integral resources are the extended ones (``/`` in the
@@ -358,19 +360,6 @@ def make_problem(inputs: Inputs, overrides: Mapping[str, Mapping] | None = None)
                 if resource in capacity
             }
             source[slug] = DEMAND_LIMIT
-        # A what-if that raises a team's limit asks "what if it used what it asks for": its
-        # demand grows to the new limit, otherwise a measured team's preview would never move.
-        for resource, lim in ((overrides or {}).get(slug, {}).get("limit") or {}).items():
-            if resource in capacity:
-                wanted = (
-                    capacity[resource]
-                    if lim is None
-                    else min(
-                        parse_quantity(lim, field=f"{slug}.limit.{resource}"), capacity[resource]
-                    )
-                )
-                if wanted > demand[slug].get(resource, Decimal(0)):
-                    demand[slug][resource] = wanted
         demand[slug] = {r: a for r, a in sorted(demand[slug].items()) if r in capacity and a > 0}
 
     guarantee = {slug: dict(team.guarantee) for slug, team in teams.items()}
@@ -386,9 +375,10 @@ def make_problem(inputs: Inputs, overrides: Mapping[str, Mapping] | None = None)
             # Exact ratio: the solver absorbs float round-off (relative 1e-9) in its check.
             scale[resource] = float(capacity[resource] / total)
             notes.append(
-                f"Guarantees of {resource} total {format_quantity(total, resource)}, over the "
-                f"{format_quantity(capacity[resource], resource)} capacity: scaled down by "
-                f"{float(capacity[resource] / total):.3f} to solve."
+                f"Guarantees of {resource} total {format_quantity(total, resource)}, more than "
+                f"the whole {format_quantity(capacity[resource], resource)} schedulable (reserve "
+                f"included): to compute fair shares at all, every {resource} guarantee is "
+                f"scaled down by the same factor, {float(capacity[resource] / total):.3f}."
             )
 
     tenants = []

@@ -503,7 +503,8 @@ class WorkloadCollector:
         self, namespace_teams: Mapping[str, str], *, unassigned: str = "unassigned"
     ) -> tuple[list[Workload], dict[str, Resources]]:
         """Return ``(workloads, gang_pending)``: workloads sorted by namespace, kind and name;
-        ``gang_pending`` is ``{namespace: demand of its waiting gangs}``."""
+        ``gang_pending`` is ``{namespace: demand of its waiting gangs}``, and of the owners whose
+        pods a ResourceQuota refused (no pod of theirs exists to be counted as pending)."""
         for (namespace, name), job in self._vcjobs.items():
             if (namespace, "VolcanoJob", name) not in self._groups:
                 self._job_without_group(namespace, name, job)
@@ -545,6 +546,11 @@ class WorkloadCollector:
                 requested = dict(group.requested)
                 waiting = group.unbound > 0
                 demand = dict(group.unbound_requested)
+                if group.pods == 0 and demand:
+                    # An owner whose pods a ResourceQuota refused has no pending pod to count:
+                    # what it waits for is demand all the same (running plus waiting, issue
+                    # 29), or a preview could never show the quota that admits it.
+                    _add_into(gang_pending.setdefault(group.namespace, {}), demand)
                 size = group.pods
                 if group.pods == 0:
                     phase = "Pending"

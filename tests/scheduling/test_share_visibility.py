@@ -120,7 +120,9 @@ def test_by_default_a_leads_preview_shows_other_teams_only_together(cast):
     assert "What team-a gets" in html
     assert "team-b" not in html and "dept-x" not in html
     assert "Other teams, together" in html
-    assert "other teams, together (10 GPUs)" in html  # what they give up, in sum
+    # What they give up, in sum, where team-a's gain comes from (issue 29).
+    assert 'data-amount="10">other teams, together 10<' in html
+    assert "Your department's total moves ±0 GPUs: team-a's +10, its other teams' −10." in html
 
 
 def test_the_department_lead_sees_its_teams_by_name(cast):

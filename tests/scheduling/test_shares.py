@@ -126,7 +126,8 @@ def test_it_records_snapshots_for_the_demo_data():
     }
     assert rows["ai-production"].reason == "limit"
     assert rows["production-team"].reason == "saturated:nvidia.com/gpu"
-    assert rows["production-team"].fair_allocation["cpu"] == "963.765"
+    # Whole cores: the solver's 963.765 is round-off, not a figure anyone can act on (issue 29).
+    assert rows["production-team"].fair_allocation["cpu"] == "963"
     assert rows["research-team"].demand == {"cpu": "512", "memory": str(2048 * Gi), GPU: "64"}
 
 
@@ -152,10 +153,12 @@ def test_the_demo_cluster_usage_fits_the_demo_quotas_and_drives_the_shares(setti
     }
     # (allocated, allocated + pending, fair) GPUs; limits 64, 96, 48 | 136, 16; depts 208 | 144.
     assert gpus == {
-        "ai-research": ("154", "198", "166"),
+        "ai-research": ("154", "214", "176"),
         "research-team": ("56", "80", "64"),
         "cv-team": ("64", "80", "64"),
-        "speech-team": ("34", "38", "38"),
+        # 34 bound + 4 pending + 16 for asr-batch-eval, whose pods the namespace's
+        # ResourceQuota refused: waiting all the same (issue 29).
+        "speech-team": ("34", "54", "48"),
         "ai-production": ("120", "121", "121"),
         "production-team": ("120", "121", "121"),
         "platform-team": ("0", "0", "0"),
@@ -190,8 +193,9 @@ def test_it_scales_guarantees_that_no_longer_fit_a_shrunken_cluster(cast):
     rows = snapshots(compute_shares(now=later + timedelta(minutes=1)))
 
     assert problem.notes == [
-        "Guarantees of nvidia.com/gpu total 50, over the 40 capacity: scaled down by 0.800 "
-        "to solve."
+        "Guarantees of nvidia.com/gpu total 50, more than the whole 40 schedulable (reserve "
+        "included): to compute fair shares at all, every nvidia.com/gpu guarantee is scaled "
+        "down by the same factor, 0.800."
     ]
     assert rows["team-a"].fair_allocation == {GPU: "16"}
     assert rows["team-b"].fair_allocation == {GPU: "24"}

@@ -131,10 +131,15 @@ def test_a_decrease_below_usage_lists_the_namespaces_running_over_quota(cast):
 
 
 @pytest.mark.django_db
-def test_a_limit_still_above_usage_is_not_flagged(cast):
+def test_a_limit_still_above_usage_is_not_flagged_below_usage_but_above_demand(cast):
     usage(cast.team_a, "team-a-ml", 15)
 
-    assert what_if({"team-a": {"limit": {GPU: "20"}}}, now=NOW).flags == []
+    flags = what_if({"team-a": {"limit": {GPU: "20"}}}, now=NOW).flags
+    assert [(f.kind, f.team, f.resource) for f in flags] == [("above-demand", "team-a", GPU)]
+    assert flags[0].message.startswith(
+        "team-a's workloads want 15 nvidia.com/gpu now (running and waiting), so a limit of 20 "
+        "changes today's fair allocation only up to that."
+    )
 
 
 @pytest.mark.django_db
@@ -144,7 +149,11 @@ def test_guarantees_over_usable_capacity_are_flagged(cast):
     assert [f.to_dict() for f in result.flags] == [
         {
             "kind": "guarantees-over-capacity",
-            "message": "Guarantees for nvidia.com/gpu would total 100, over the 90 schedulable.",
+            "message": (
+                    "Guarantees for nvidia.com/gpu would total 100, over the 90 that may be "
+                    "guaranteed (the 100 schedulable less the 10 % reserve): approval would be "
+                    "refused."
+                ),
             "team": None,
             "resource": GPU,
             "namespaces": [],
@@ -252,7 +261,7 @@ def test_to_dict_is_json_ready_and_can_be_stored_as_the_request_preview(cast):
     assert AuditEvent.objects.filter(verb="approve").count() == 1
 
 
-def test_raising_a_measured_teams_limit_previews_it_using_the_new_limit(cast):
+def test_raising_a_measured_teams_limit_never_previews_more_than_it_wants(cast):
     from django.utils import timezone
 
     from monitoring.models import UsageSample
@@ -266,6 +275,13 @@ def test_raising_a_measured_teams_limit_previews_it_using_the_new_limit(cast):
     result = what_if({"team-a": {"limit": {GPU: "56"}, "guarantee": {GPU: "36"}}}).to_dict()
     teams = {row["team"]: row for row in result["teams"]}
     assert teams["team-a"]["before"]["fair_allocation"][GPU] == "40"
-    # It asks for 56 and 70 GPUs are free besides team-b's 30: the preview grants all 56.
-    assert teams["team-a"]["after"]["fair_allocation"][GPU] == "56"
+    # It asks for a limit of 56, but its workloads want 40 (issue 29: a preview that promised
+    # 56 promised GPUs it does not need); the contention columns show what 56 buys.
+    assert teams["team-a"]["after"]["fair_allocation"][GPU] == "40"
+    assert teams["team-a"]["after"]["demand"][GPU] == "40"
     assert teams["team-b"]["after"]["fair_allocation"][GPU] == "30"
+    [note] = [f for f in result["flags"] if f["kind"] == "above-demand"]
+    assert note["team"] == "team-a"
+    assert note["resource"] == GPU
+    assert "want 40 nvidia.com/gpu" in note["message"]
+    assert "limit of 56" in note["message"]
