@@ -150,10 +150,10 @@ def test_guarantees_over_usable_capacity_are_flagged(cast):
         {
             "kind": "guarantees-over-capacity",
             "message": (
-                    "Guarantees for nvidia.com/gpu would total 100, over the 90 that may be "
-                    "guaranteed (the 100 schedulable less the 10 % reserve): approval would be "
-                    "refused."
-                ),
+                "Guarantees for nvidia.com/gpu would total 100, over the 90 that may be "
+                "guaranteed (the 100 schedulable less the 10 % reserve): approval would be "
+                "refused."
+            ),
             "team": None,
             "resource": GPU,
             "namespaces": [],
