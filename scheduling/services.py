@@ -173,9 +173,12 @@ def member_amounts(problem: Problem, allocations: Mapping[str, Allocation]) -> d
     """What each team holds itself, exact: a team without teams of its own its allocation, a
     department its allocation less its teams' (its own workloads, H-DRF's implicit member).
 
-    Rounding (see ``team_shares``): integral resources are whole (the solver's), bytes whole
-    bytes, other resources whole units unless within a milli-unit of the team's own demand,
-    guarantee or limit; never below the guaranteed floor ``min(guarantee, demand)``.
+    Rounding (see ``team_shares``): integral resources are whole (the solver's); bytes whole
+    bytes and other resources whole units, unless within the rounding (a byte, a milli-unit) of
+    the team's own demand, guarantee or limit, never above its demand or limit and never below
+    its guaranteed floor ``min(guarantee, demand)``. Whatever the rounding leaves over the
+    capacity (a byte or a milli-unit per team) is taken back from the largest holders, so the
+    amounts never add up to more than the cluster has.
     """
     result: dict[str, Amounts] = {}
     for slug, team in problem.teams.items():
@@ -186,28 +189,46 @@ def member_amounts(problem: Problem, allocations: Mapping[str, Allocation]) -> d
         for resource, value in resources.items():
             value -= sum(allocations[k].resources.get(resource, 0.0) for k in kids)
             amount = float_to_amount(value, resource)
-            if not (is_integral_resource(resource) or is_byte_resource(resource)):
+            if not is_integral_resource(resource):
                 amount = _whole_unless_real(
                     amount,
-                    demand.get(resource),
+                    demand.get(resource, Decimal(0)),
                     None if kids else team.guarantee.get(resource),
                     None if kids else team.limit.get(resource),
+                    unit=Decimal(1) if is_byte_resource(resource) else _MILLI,
+                    whole=not is_byte_resource(resource),
                 )
             amounts[resource] = amount
         result[slug] = amounts
+    for resource, capacity in problem.capacity_amounts.items():
+        excess = sum((a.get(resource, Decimal(0)) for a in result.values()), Decimal(0)) - capacity
+        for slug in sorted(result, key=lambda s: (-result[s].get(resource, Decimal(0)), s)):
+            if excess <= 0:
+                break
+            held = result[slug].get(resource, Decimal(0))
+            taken = min(held, excess)
+            result[slug][resource] = held - taken
+            excess -= taken
     return result
 
 
 def _whole_unless_real(
-    amount: Decimal, demand: Decimal | None, guarantee: Decimal | None, limit: Decimal | None
+    amount: Decimal,
+    demand: Decimal,
+    guarantee: Decimal | None,
+    limit: Decimal | None,
+    *,
+    unit: Decimal,
+    whole: bool,
 ) -> Decimal:
+    most = demand if limit is None else min(demand, limit)
     for real in (demand, guarantee, limit):
-        if real is not None and abs(amount - real) <= _MILLI:
+        if real is not None and real <= most and abs(amount - real) <= unit:
             return real
-    floor = amount.to_integral_value(rounding=ROUND_FLOOR)
-    if guarantee is not None and demand is not None:
+    floor = amount.to_integral_value(rounding=ROUND_FLOOR) if whole else amount
+    if guarantee is not None:
         floor = max(floor, min(guarantee, demand, amount))
-    return floor
+    return min(floor, most)
 
 
 def compute_shares(*, trigger: str = "schedule", now: datetime | None = None) -> ShareComputation:
