@@ -13,6 +13,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
@@ -32,8 +33,10 @@ from monitoring.models import (
     UsageSample,
     Workload,
 )
+from monitoring.usage import current_usage
 from monitoring.workloads import latest_workloads
 from quotas.api.authentication import token_of
+from quotas.api.fields import canonical_amounts
 from quotas.api.mixins import AuditedWriteMixin
 from quotas.api.permissions import IsNodeAgentToken, IsSiteAdminOrReadOnly, with_defaults
 from quotas.models import ApiToken, Team
@@ -88,6 +91,42 @@ class UsageSampleViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return super().get_queryset().visible_to(self.request.user)
+
+
+class CurrentUsageView(APIView):
+    """Usage now per visible team (the latest collection): allocated and pending requests per
+    resource in canonical quantities, a department's summed over its subtree. The same figures
+    as the dashboard and the team page (``monitoring.usage.current_usage``). ``?team=<slug>``
+    narrows to one team (404 for one the caller cannot see)."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("team", OpenApiTypes.STR, description="a team's slug")],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request):
+        teams = Team.objects.visible_to(request.user).filter(active=True).order_by("slug")
+        slug = request.query_params.get("team")
+        if slug is not None:
+            teams = teams.filter(slug=slug)
+            if not teams.exists():
+                raise NotFound({"team": [f"No such team: {slug}."]})
+        usage = current_usage()
+        rows = []
+        for team in teams.only("pk", "slug", "parent_id"):
+            figures = usage.of(team.pk)
+            rows.append(
+                {
+                    "team": team.slug,
+                    "allocated": canonical_amounts({r: v["allocated"] for r, v in figures.items()}),
+                    "pending": canonical_amounts({r: v["pending"] for r, v in figures.items()}),
+                }
+            )
+        return Response(
+            {
+                "taken_at": usage.taken_at.isoformat() if usage.taken_at else None,
+                "results": rows,
+            }
+        )
 
 
 class WorkloadViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

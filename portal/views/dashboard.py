@@ -10,12 +10,13 @@ from decimal import Decimal
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, OuterRef, Q, Subquery
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from monitoring.choices import AlertStatus
-from monitoring.models import CapacitySnapshot, IdleGpuAlert, UsageSample
+from monitoring.models import CapacitySnapshot, IdleGpuAlert
+from monitoring.usage import current_usage
 from monitoring.workloads import dashboard_waiting_context
 from portal.previews import decimal_or_zero
 from quotas import services as quota_services
@@ -74,22 +75,10 @@ def home(request):
         team_quotas[team_id][resource] = (guarantee, limit)
 
     capacity = CapacitySnapshot.objects.order_by("-taken_at", "-id").first()
-    # The latest collection and the latest share computation, each in one query.
-    latest_usage = UsageSample.objects.order_by("-taken_at").values("taken_at")[:1]
-    usage: dict[int, dict[str, dict[str, Decimal]]] = defaultdict(dict)
-    taken_at = None
-    for row in (
-        UsageSample.objects.visible_to(user)
-        .filter(taken_at=Subquery(latest_usage), team__isnull=False)
-        .values("team_id", "resource", "taken_at")
-        .annotate(allocated_sum=Sum("allocated"), pending_sum=Sum("pending"))
-        .order_by()
-    ):
-        taken_at = row["taken_at"]
-        usage[row["team_id"]][row["resource"]] = {
-            "allocated": row["allocated_sum"],
-            "pending": row["pending_sum"],
-        }
+    # The latest collection (departments summed over their subtree) and share computation.
+    now_usage = current_usage()
+    usage = {team.pk: now_usage.of(team.pk) for team in teams}
+    taken_at = now_usage.taken_at
     latest_computation = ShareComputation.objects.order_by("-computed_at", "-id").values("id")[:1]
     shares = {
         s.team_id: s
@@ -146,15 +135,9 @@ def home(request):
             }
         )
 
-    # Departments as a tree: their rows add up their teams' usage (fair allocations already
-    # cover the subtree). A department the viewer cannot see leaves its teams as roots.
+    # Departments as a tree (their figures are already their subtree's). A department the
+    # viewer cannot see leaves its teams as roots.
     rows = team_tree(rows)
-    for row in rows:
-        for r in row["resources"]:
-            r.setdefault("scale", r["limit"] or decimal_or_zero(r["fair"]) or r["allocated"] or 1)
-            r["over"] = r["limit"] is not None and r["allocated"] > r["limit"]
-        gpu = next((r for r in row["resources"] if r["resource"] == GPU), None)
-        row["gpu_allocated"] = gpu["allocated"] if gpu else Decimal(0)
 
     capacity_rows = []
     if capacity is not None:

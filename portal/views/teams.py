@@ -12,7 +12,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied as HttpForbidden
 from django.core.exceptions import ValidationError
-from django.db.models import Max, Sum
+from django.db.models import Q, Subquery, Sum
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from monitoring.choices import AlertStatus, RollupPeriod
 from monitoring.models import UsageRollup, UsageSample
 from monitoring.services import current_gpu_alerts, month_to_date_hours
+from monitoring.usage import current_usage, subtree_ids
 from monitoring.workloads import team_workloads_context
 from quotas import members as member_services
 from quotas import transitions as transition_services
@@ -38,7 +39,7 @@ from quotas.forms import (
 from quotas.models import AuditEvent, Team, TeamQuota, Transition
 from quotas.quantities import GPU
 from quotas.querysets import is_site_admin
-from scheduling.models import ShareSnapshot
+from scheduling.models import ShareComputation, ShareSnapshot
 
 CHART_DAYS = 7
 AUDIT_ROWS = 50
@@ -48,16 +49,19 @@ _CHART_SCALE = {"memory": (Decimal(2**30), "GiB"), "cpu": (Decimal(1), "cores")}
 
 def _usage_chart(team: Team, quotas: dict[str, TeamQuota], *, now: datetime) -> dict:
     """Hourly allocated/pending/guarantee per resource for the last CHART_DAYS days, plus the
-    current limit, in chart units (GiB, cores, devices)."""
+    current limit, in chart units (GiB, cores, devices). A department's: its subtree's."""
     start = now - timedelta(days=CHART_DAYS)
     series: dict[str, dict[datetime, dict[str, Decimal]]] = defaultdict(dict)
     for row in (
-        UsageRollup.objects.filter(team=team, period=RollupPeriod.HOUR, start__gte=start)
+        UsageRollup.objects.filter(
+            team_id__in=subtree_ids(team), period=RollupPeriod.HOUR, start__gte=start
+        )
         .values("start", "resource")
         .annotate(
             allocated=Sum("allocated_hours"),
             pending=Sum("pending_hours"),
-            guarantee=Sum("guarantee_hours"),
+            # The team's own guarantee: a department's covers its teams', not adds to them.
+            guarantee=Sum("guarantee_hours", filter=Q(team_id=team.pk)),
         )
         .order_by("resource", "start")
     ):
@@ -69,7 +73,7 @@ def _usage_chart(team: Team, quotas: dict[str, TeamQuota], *, now: datetime) -> 
         hours = sorted(points)
 
         def values(key, points=points, hours=hours, scale=scale):
-            return [float(round(points[h][key] / scale, 3)) for h in hours]
+            return [float(round((points[h][key] or 0) / scale, 3)) for h in hours]
 
         datasets = [
             {"label": "Allocated", "data": values("allocated")},
@@ -128,19 +132,21 @@ def team_detail(request, slug: str):
 def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
     now = timezone.now()
     quotas = {q.resource: q for q in team.quotas.order_by("resource")}
-    latest = UsageSample.objects.filter(team=team).aggregate(t=Max("taken_at"))["t"]
-    usage: dict[str, dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    # The team's figures (a department's: its subtree's) from the one source of usage now.
+    now_usage = current_usage()
+    latest = now_usage.taken_at
+    usage = now_usage.of(team.pk)
     by_namespace: dict[str, dict[str, Decimal]] = defaultdict(dict)
     if latest is not None:
-        for sample in UsageSample.objects.filter(team=team, taken_at=latest):
-            usage[sample.resource]["allocated"] += sample.allocated
-            usage[sample.resource]["pending"] += sample.pending
-            if sample.allocated:
-                by_namespace[sample.namespace][sample.resource] = (
-                    by_namespace[sample.namespace].get(sample.resource, Decimal(0))
-                    + sample.allocated
-                )
-    share = ShareSnapshot.objects.filter(team=team).order_by("-computed_at", "-id").first()
+        for sample in UsageSample.objects.filter(team=team, taken_at=latest, allocated__gt=0):
+            by_namespace[sample.namespace][sample.resource] = (
+                by_namespace[sample.namespace].get(sample.resource, Decimal(0)) + sample.allocated
+            )
+    # The latest computation's, as on the dashboard (not an older one the team was last in).
+    latest_computation = ShareComputation.objects.order_by("-computed_at", "-id").values("id")[:1]
+    share = ShareSnapshot.objects.filter(
+        team=team, computation_id=Subquery(latest_computation)
+    ).first()
     fair = share.fair_allocation if share else {}
     quota_rows = []
     for resource in sorted(quotas.keys() | usage.keys()):

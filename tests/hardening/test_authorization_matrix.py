@@ -454,6 +454,7 @@ ROUTES: dict[str, Route] = {
         query={"start": "2025-05-01", "end": "2025-06-01"}, GET=API_CHARGEBACK
     ),
     "monitoring-api:usagesample-list": r(GET=API_LIST),
+    "monitoring-api:usage-current": r(query={"team": "team-a"}, GET=API_TEAM_A),
     "monitoring-api:usagesample-detail": r(lambda w: {"pk": w.usage_sample.pk}, GET=API_TEAM_A),
     "monitoring-api:usagerollup-list": r(GET=API_CHARGEBACK),
     "monitoring-api:usagerollup-detail": r(lambda w: {"pk": w.rollup.pk}, GET=API_TEAM_A_CB),
