@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "config.security.NoStoreForAuthenticatedMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it sees the view's own empty 405 (require_POST) with the user and messages set.
+    "config.errors.MethodNotAllowedPageMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

@@ -4,6 +4,10 @@ Over ``quotas.tokens``, which holds the rules (every token expires, at most
 ``FAIRSHARE_TOKEN_MAX_DAYS`` ahead; only admins make service and node-agent tokens). The pages
 take sessions only — the UI ignores bearer tokens — so a token can never mint a token here.
 Everyone lists and revokes their own tokens; site admins see and revoke every token.
+
+Creating one is POST/redirect/GET: the POST stores the new secret in the session and redirects
+to the list, whose next GET shows it once and removes it from the session. Reloading that page
+shows no secret and creates nothing (a reload of the POST itself is never offered).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from quotas.models import ApiToken
 from quotas.querysets import is_site_admin
 
 _FORM_FIELDS = {"name", "kind", "scopes", "node"}
+# The session key holding a just-created token's id and secret until the next GET shows it.
+ISSUED_KEY = "fairshare:issued-token"
 
 
 def _tokens_of(user):
@@ -33,14 +39,30 @@ def _tokens_of(user):
     return tokens if is_site_admin(user) else tokens.filter(user=user)
 
 
+def _take_issued(request) -> dict | None:
+    """The token created by this session's last POST, with its secret, once: popped from the
+    session, and only while that token is still the user's own, live one."""
+    stored = request.session.pop(ISSUED_KEY, None)
+    if not isinstance(stored, dict):
+        return None
+    token = (
+        ApiToken.objects.filter(pk=stored.get("id"), user=request.user, revoked_at__isnull=True)
+        .select_related("user")
+        .first()
+    )
+    if token is None or token_services.expiry_of(token) <= timezone.now():
+        return None
+    return {"token": token, "raw": str(stored.get("raw", ""))}
+
+
 @never_cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def tokens(request):
-    """The user's tokens and the form for a new one; after creation the secret, once."""
+    """The user's tokens and the form for a new one; after creation (a redirect here) the
+    secret, once."""
     admin = is_site_admin(request.user)
     form = TokenForm(request.POST or None, admin=admin)
-    issued = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -60,7 +82,9 @@ def tokens(request):
         except PermissionDenied as e:
             raise HttpForbidden(str(e)) from e
         else:
-            form = TokenForm(admin=admin)
+            request.session[ISSUED_KEY] = {"id": issued.token.pk, "raw": issued.raw}
+            return redirect("portal:tokens")
+    issued = _take_issued(request) if request.method == "GET" else None
     now = timezone.now()
     rows = [
         {
@@ -74,7 +98,6 @@ def tokens(request):
         request,
         "portal/tokens.html",
         {"form": form, "issued": issued, "rows": rows, "is_admin": admin},
-        status=201 if issued else 200,
     )
 
 

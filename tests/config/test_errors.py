@@ -119,3 +119,37 @@ def test_the_favicon_is_served_for_pages_that_name_none(db):
     assert response.status_code == 301
     assert response["Location"].endswith("img/favicon.svg")
     assert Client().get(response["Location"]).status_code == 200
+
+
+def test_a_get_on_a_post_only_page_is_a_405_page_in_the_layout(cast):
+    client = _signed_in(cast)
+    response = client.get("/sync/start/", HTTP_ACCEPT="text/html,application/xhtml+xml")
+
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+    html = response.content.decode()
+    assert '<h1 id="error-h">Not possible here</h1>' in html
+    assert 'aria-label="Main"' in html  # the site layout, navigation included
+    assert "takes POST only" in html and "Nothing was changed" in html
+
+
+def test_a_405_from_a_page_with_several_methods_names_them(cast):
+    response = _signed_in(cast).delete("/tokens/", HTTP_ACCEPT="text/html")
+
+    assert response.status_code == 405
+    assert "it takes GET, POST" in response.content.decode()
+
+
+def test_a_405_for_a_client_that_takes_no_html_stays_empty(cast):
+    response = _signed_in(cast).get("/sync/start/", HTTP_ACCEPT="application/json")
+
+    assert response.status_code == 405 and response.content == b""
+
+
+def test_the_api_keeps_its_json_405(cast):
+    client = _signed_in(cast)
+    response = client.delete("/api/v1/tokens/", HTTP_ACCEPT="text/html,application/json")
+
+    assert response.status_code == 405
+    assert response["Content-Type"].startswith("application/json")
+    assert "Not possible here" not in response.content.decode()

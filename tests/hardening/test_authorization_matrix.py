@@ -250,8 +250,11 @@ ROUTES: dict[str, Route] = {
     "portal:quotarequest_end": r(
         lambda w: {"pk": w.request.pk}, GET=POST_ONLY, POST=(LEAD_POST, None)
     ),
-    # API tokens: every person manages their own (a new one is a 201); admins every token.
-    "portal:tokens": r(GET=PAGE, POST=(PAGE, token_form)),
+    # API tokens: every person manages their own (a new one redirects to the page showing its
+    # secret once); admins every token.
+    "portal:tokens": r(
+        GET=PAGE, POST=("login 3xx 3xx 3xx 3xx 3xx 3xx login login login", token_form)
+    ),
     "portal:token_revoke": r(
         lambda w: {"pk": w.personal_token.pk},
         shared=True,

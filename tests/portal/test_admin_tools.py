@@ -166,16 +166,50 @@ def test_a_token_is_created_shown_once_and_works(client, cast):
     client.force_login(cast.alice)
     response = client.post(reverse("portal:tokens"), token_form())
 
-    assert response.status_code == 201
-    assert "no-store" in response["Cache-Control"]
-    raw = response.context["issued"].raw
-    assert raw in response.content.decode()
+    # POST/redirect/GET: the POST answers with a redirect to the page that shows the secret.
+    assert response.status_code == 302 and response["Location"] == reverse("portal:tokens")
+    shown = client.get(reverse("portal:tokens"))
+    assert shown.status_code == 200
+    assert "no-store" in shown["Cache-Control"]
+    raw = shown.context["issued"]["raw"]
+    assert raw in shown.content.decode()
     token = authenticate_token(raw)
     assert token is not None and token.user == cast.alice and token.kind == "personal"
     expected = (timezone.now() + timedelta(days=30)).date()
     assert token.expires_at.date() == expected
-    again = client.get(reverse("portal:tokens")).content.decode()
-    assert raw not in again and "ci-reports" in again and token.prefix in again
+    again = client.get(reverse("portal:tokens"))
+    assert again.context["issued"] is None
+    text = again.content.decode()
+    assert raw not in text and "ci-reports" in text and token.prefix in text
+
+
+def test_reloading_after_creating_a_token_creates_nothing_and_shows_no_secret(client, cast):
+    client.force_login(cast.alice)
+    shown = client.post(reverse("portal:tokens"), token_form(), follow=True)
+    raw = shown.context["issued"]["raw"]
+    assert ApiToken.objects.count() == 1
+
+    # What a browser's reload of the page after the redirect sends: a second GET.
+    reloaded = client.get(reverse("portal:tokens"))
+
+    assert reloaded.status_code == 200
+    assert raw not in reloaded.content.decode()
+    assert "shown only this once" not in reloaded.content.decode()
+    assert ApiToken.objects.count() == 1
+    assert "fairshare:issued-token" not in client.session
+
+
+def test_a_secret_left_in_the_session_is_not_shown_once_its_token_is_revoked(client, cast):
+    from quotas.tokens import revoke_token
+
+    client.force_login(cast.alice)
+    client.post(reverse("portal:tokens"), token_form())
+    revoke_token(ApiToken.objects.get().pk, actor=cast.alice)
+
+    page = client.get(reverse("portal:tokens"))
+
+    assert page.context["issued"] is None
+    assert "shown only this once" not in page.content.decode()
 
 
 def test_the_expiry_is_required_and_bounded(client, cast):
@@ -200,7 +234,7 @@ def test_people_cannot_create_service_tokens_but_admins_can_with_scopes(client, 
     made = client.post(
         reverse("portal:tokens"), token_form(kind="service", scopes=["read:chargeback"])
     )
-    assert made.status_code == 201
+    assert made.status_code == 302
     token = ApiToken.objects.get()
     assert (token.kind, token.scopes) == ("service", ["read:chargeback"])
 
