@@ -30,13 +30,16 @@ from collections import defaultdict
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied as HttpForbidden
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from quotas.models import Team
+from quotas.quantities import parse_quantity, validate_resource_name
 from quotas.querysets import is_site_admin
+from quotas.templatetags.fairshare import quantity
 from scheduling.choices import SyncAction, SyncStatus
 from scheduling.models import SyncItem, SyncRun
 from scheduling.visibility import share_slugs
@@ -137,12 +140,64 @@ def _run_counts(run: SyncRun) -> dict[str, int]:
     }
 
 
+# The map keys under which a manifest lists amounts per resource: ResourceQuota
+# ``spec.hard[.requests|.limits]``, Queue ``spec.capability`` / ``deserved`` /
+# ``guarantee.resource``, LimitRange ``max`` / ``min`` / ``default`` / ``defaultRequest``.
+_AMOUNT_MAPS = {"hard", "capability", "deserved", "resource", "max", "min", "default"}
+_AMOUNT_MAPS |= {"defaultRequest", "requests", "limits"}
+
+
+def _resource_of(path: str) -> str | None:
+    """The resource a diff path's amount is of (``spec.hard.requests.nvidia.com/gpu`` →
+    ``nvidia.com/gpu``, ``spec.capability.memory`` → ``memory``), or None for a field that is
+    not an amount (``spec.weight``)."""
+    parts = path.split(".")
+    start = next((i for i, part in enumerate(parts) if part in _AMOUNT_MAPS), None)
+    if start is None:
+        return None
+    while start < len(parts) and parts[start] in _AMOUNT_MAPS:
+        start += 1
+    resource = ".".join(parts[start:])
+    try:
+        validate_resource_name(resource)
+    except ValidationError:
+        return None
+    return resource
+
+
+def _amount(value: str, resource: str):
+    if value == "(none)":
+        return None
+    try:
+        return parse_quantity(value, field=resource)
+    except ValidationError:
+        return None
+
+
+def _shown(path: str, old: str, new: str) -> tuple[str, str]:
+    """How the page shows a changed amount: in human units (``5.4Ti`` for ``5702912Mi``,
+    ``quotas.templatetags.fairshare.quantity``), each side exact where it is not an amount, and
+    both exact where the human forms would read the same (``5.4Ti → 5.4Ti``)."""
+    resource = _resource_of(path)
+    if resource is None:
+        return old, new
+    amounts = [_amount(value, resource) for value in (old, new)]
+    shown = [
+        value if amount is None else quantity(amount, resource)
+        for value, amount in zip((old, new), amounts, strict=True)
+    ]
+    if shown[0] == shown[1] and old != new:
+        return old, new
+    return shown[0], shown[1]
+
+
 def diff_rows(text: str) -> list[dict]:
     """Split a SyncItem diff (``render_diff`` text, plus an optional drift section) into rows.
 
-    Each row is ``{"path", "old", "new", "drift"}``; a line that is not ``path: old -> new``
-    becomes ``{"text": line}``. The header line (``update ResourceQuota ns/name``) is dropped:
-    the page shows kind and name in their own columns.
+    Each row is ``{"path", "old", "new", "old_shown", "new_shown", "drift"}``: ``old``/``new``
+    exactly as the diff has them, ``*_shown`` amounts in human units (``_shown``); a line that
+    is not ``path: old -> new`` becomes ``{"text": line}``. The header line (``update
+    ResourceQuota ns/name``) is dropped: the page shows kind and name in their own columns.
     """
     rows: list[dict] = []
     drift = False
@@ -156,7 +211,17 @@ def diff_rows(text: str) -> list[dict]:
         path, colon, rest = stripped.partition(": ")
         old, arrow, new = rest.partition(" -> ")
         if colon and arrow:
-            rows.append({"path": path, "old": old, "new": new, "drift": drift})
+            old_shown, new_shown = _shown(path, old, new)
+            rows.append(
+                {
+                    "path": path,
+                    "old": old,
+                    "new": new,
+                    "old_shown": old_shown,
+                    "new_shown": new_shown,
+                    "drift": drift,
+                }
+            )
         else:
             rows.append({"text": stripped, "drift": drift})
     return rows

@@ -92,13 +92,72 @@ def run(cast):
 
 def test_diff_rows_split_fields_and_mark_the_drift_section():
     assert diff_rows(QUOTA_DIFF) == [
-        {"path": "spec.hard.requests.nvidia.com/gpu", "old": "40", "new": "56", "drift": False},
-        {"path": "spec.hard.requests.cpu", "old": "100", "new": "7", "drift": True},
+        {
+            "path": "spec.hard.requests.nvidia.com/gpu",
+            "old": "40",
+            "new": "56",
+            "old_shown": "40",
+            "new_shown": "56",
+            "drift": False,
+        },
+        {
+            "path": "spec.hard.requests.cpu",
+            "old": "100",
+            "new": "7",
+            "old_shown": "100",
+            "new_shown": "7",
+            "drift": True,
+        },
     ]
     assert diff_rows("") == []
     assert diff_rows("create X y\n  not a field line") == [
         {"text": "not a field line", "drift": False}
     ]
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        # 5702912Mi is 5.44Ti; 6291456Mi exactly 6Ti.
+        ("spec.hard.requests.memory: 5702912Mi -> 6291456Mi", ("5.4Ti", "6Ti")),
+        ("spec.capability.memory: (none) -> 1536Mi", ("(none)", "1.5Gi")),
+        ("spec.limits[0].max.memory: 3Gi -> 1536Mi", ("3Gi", "1.5Gi")),
+        ("spec.deserved.cpu: 22521600m -> 100", ("22521.6", "100")),
+        ("spec.guarantee.resource.nvidia.com/gpu: 40 -> 56", ("40", "56")),
+        # Not an amount: as it is.
+        ("spec.weight: 1 -> 2", ("1", "2")),
+        ("metadata.labels.app: 5702912Mi -> x", ("5702912Mi", "x")),
+        # Human forms that would read the same (5.4Ti → 5.4Ti): both exact.
+        ("spec.hard.requests.memory: 5702912Mi -> 5702913Mi", ("5702912Mi", "5702913Mi")),
+    ],
+)
+def test_diff_rows_show_amounts_in_human_units_and_keep_the_exact_value(line, shown):
+    [row] = diff_rows(f"update ResourceQuota ns/fairshare\n  {line}")
+
+    assert (row["old_shown"], row["new_shown"]) == shown
+    path, _, rest = line.partition(": ")
+    assert (row["path"], f"{row['old']} -> {row['new']}") == (path, rest)
+
+
+def test_the_run_page_shows_memory_in_human_units_with_the_exact_value_as_title(client, cast):
+    run = SyncRun.objects.create(status=SyncStatus.SUCCEEDED, trigger="ui", updated_count=1)
+    SyncItem.objects.create(
+        run=run,
+        kind="ResourceQuota",
+        namespace="team-a-ml",
+        name="fairshare",
+        team_slug="team-a",
+        action=SyncAction.UPDATE,
+        diff="update ResourceQuota team-a-ml/fairshare\n"
+        "  spec.hard.requests.memory: 5702912Mi -> 6291456Mi",
+    )
+
+    html = login(client, cast.alice).get(reverse("scheduling:syncrun", args=[run.pk]))
+
+    text = html.content.decode()
+    assert '<code title="5702912Mi">5.4Ti</code>' in text
+    assert '<code title="6291456Mi">6Ti</code>' in text
+    assert ">5702912Mi<" not in text
 
 
 # --------------------------------------------------------------------------- page × role
