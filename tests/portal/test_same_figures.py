@@ -30,6 +30,7 @@ from scheduling.services import compute_shares
 
 pytestmark = pytest.mark.django_db
 
+WANTED_METRICS = {"fairshare_allocated", "fairshare_pending", "fairshare_fair_allocation"}
 ROLES = ["admin", "dana", "rita", "mike", "vera", "carl", "sam", "paul", "pia"]
 
 
@@ -84,14 +85,9 @@ def _metrics() -> dict[tuple[str, str, str], Decimal]:
     found = {}
     for family in text_string_to_metric_families(response.content.decode()):
         for sample in family.samples:
-            if sample.name in ("fairshare_allocated", "fairshare_pending"):
-                found[(sample.name, sample.labels["team"], sample.labels["resource"])] = Decimal(
-                    str(sample.value)
-                )
-            if sample.name == "fairshare_fair_allocation":
-                found[(sample.name, sample.labels["team"], sample.labels["resource"])] = Decimal(
-                    str(sample.value)
-                )
+            if sample.name in WANTED_METRICS:
+                key = (sample.name, sample.labels["team"], sample.labels["resource"])
+                found[key] = Decimal(str(sample.value))
     return found
 
 
