@@ -12,6 +12,7 @@ figure is its subtree's, so leaves are compared there, departments on the pages 
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from html.parser import HTMLParser
 from pathlib import Path
@@ -162,3 +163,86 @@ def test_metrics_show_the_same_usage_and_fair_allocation_for_every_leaf_team(dem
             assert got == Decimal(str(parse_quantity(str(amount)))), (snapshot.team.slug, resource)
             compared += 1
     assert compared > 10
+
+
+class _FocusRows(HTMLParser):
+    """The focus table of a preview: ``{resource: [before, after, change, contention before,
+    contention after]}`` as the cells read."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows: dict[str, list[str]] = {}
+        self.resource: str | None = None
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table" and "contention" in (attrs.get("class") or ""):
+            self.resource = ""
+        elif tag == "tr" and self.resource is not None and attrs.get("data-resource"):
+            self.resource = attrs["data-resource"]
+            self.rows[self.resource] = []
+        elif tag == "td" and self.resource:
+            self.cell = []
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self.cell is not None and self.resource:
+            self.rows[self.resource].append("".join(self.cell).strip())
+            self.cell = None
+        elif tag == "table":
+            self.resource = None
+
+
+def _focus_rows(html: str) -> dict[str, list[str]]:
+    parser = _FocusRows()
+    parser.feed(html)
+    return parser.rows
+
+
+def test_the_requesters_preview_and_the_approvers_show_the_same_figures(demo):
+    """research-team's pending demo request (GPUs 48 guaranteed, 80 limit): its lead's live
+    preview of those amounts and the admin's approval preview of the request agree cell by
+    cell (the approver once saw other numbers than the requester)."""
+    from django.contrib.auth import get_user_model
+
+    from quotas.models import QuotaRequest
+
+    users = get_user_model().objects
+    pending = QuotaRequest.objects.get(team__slug="research-team", status="pending")
+    lines = {line.resource: line for line in pending.lines.all()}
+    assert set(lines) == {"nvidia.com/gpu"}
+
+    lead = Client()
+    lead.force_login(users.get(username="rita"))
+    form = lead.get(reverse("portal:quotarequest_create", args=["research-team"]))
+    assert form.status_code == 200
+    data = {"justification": "same figures", "tz": "UTC"}
+    data |= {
+        name: value
+        for name, value in re.findall(
+            r'name="(lines-[^"]+)"[^>]*value="([^"]*)"', form.content.decode()
+        )
+    }
+    resources = form.context["formset"].forms
+    for i, line_form in enumerate(resources):
+        if line_form.initial.get("resource") == "nvidia.com/gpu":
+            data[f"lines-{i}-guarantee"] = f"{lines['nvidia.com/gpu'].guarantee.normalize():f}"
+            data[f"lines-{i}-limit"] = f"{lines['nvidia.com/gpu'].limit.normalize():f}"
+    asked = lead.post(reverse("portal:quotarequest_preview", args=["research-team"]), data)
+    assert asked.status_code == 200
+
+    admin = Client()
+    admin.force_login(users.get(username="admin"))
+    approving = admin.get(reverse("portal:approval_preview", args=[pending.pk]))
+    assert approving.status_code == 200
+
+    requester, approver = (
+        _focus_rows(asked.content.decode()),
+        _focus_rows(approving.content.decode()),
+    )
+    assert requester and len(requester["nvidia.com/gpu"]) == 5
+    assert requester == approver
