@@ -43,7 +43,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, DecimalField, F, FloatField, IntegerField, Max, Min, Q, Sum, When
-from django.db.models.functions import Least, TruncMonth
+from django.db.models.functions import Coalesce, Least, TruncMonth
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -990,7 +990,9 @@ def rollup_usage(
         buckets.append(moment)
         moment += HOUR
     _add_guarantees(acc, buckets, HOUR)
-    hourly = [item.to_rollup(RollupPeriod.HOUR, key) for key, item in sorted(acc.items())]
+    hourly = cover_guarantees(
+        [item.to_rollup(RollupPeriod.HOUR, key) for key, item in sorted(acc.items())]
+    )
 
     first_day, last_day = floor_day(start), floor_day(end - timedelta(microseconds=1))
     with transaction.atomic():
@@ -1014,6 +1016,29 @@ def rollup_usage(
         monthly,
     )
     return RollupResult(start, end, len(hourly), len(daily), monthly)
+
+
+def cover_guarantees(rows: list[UsageRollup]) -> list[UsageRollup]:
+    """Set ``covered_hours`` on one hour's (or one day's) rows: per team, resource and bucket,
+    min(guarantee, the team's allocated hours over all its namespaces and flavors), on the rows
+    that carry the guarantee (the team's first namespace, flavor ""); 0 on the others.
+
+    A guarantee is a team-level figure while allocation rows are per namespace and flavor (GPUs
+    are allocated under their product, the guarantee row has none), so min(guarantee, allocated)
+    per row would miss the allocation and call the whole guarantee unused. Returns ``rows``.
+    """
+    allocated: dict[tuple, Decimal] = defaultdict(Decimal)
+    for row in rows:
+        if row.team_id is not None:
+            allocated[(row.start, row.team_id, row.resource)] += row.allocated_hours
+    for row in sorted(rows, key=lambda r: (r.start, r.namespace, r.flavor)):
+        row.covered_hours = Decimal(0)
+        if row.team_id is None or not row.guarantee_hours:
+            continue
+        key = (row.start, row.team_id, row.resource)
+        row.covered_hours = min(row.guarantee_hours, allocated[key])
+        allocated[key] -= row.covered_hours
+    return rows
 
 
 def _next_month(moment: datetime) -> datetime:
@@ -1072,7 +1097,13 @@ def _monthly_rows(first: datetime, stop: datetime) -> list[UsageRollup]:
             p=Sum("pending_hours"),
             u=Sum("used_hours"),
             g=Sum("guarantee_hours"),
-            covered=Sum(Least("guarantee_hours", "allocated_hours", output_field=_DEC)),
+            covered=Sum(
+                Coalesce(
+                    "covered_hours",
+                    Least("guarantee_hours", "allocated_hours", output_field=_DEC),
+                    output_field=_DEC,
+                )
+            ),
             busy=Sum(Least("allocated_hours", "used_hours", output_field=_DEC)),
             util=Sum(
                 Case(
@@ -1119,7 +1150,8 @@ def _monthly_rows_in_python(first: datetime, stop: datetime) -> list[UsageRollup
     ).order_by()
     for row in rows.values(
         "start", "namespace", "resource", "flavor", "team_id", "allocated_hours",
-        "pending_hours", "used_hours", "guarantee_hours", "avg_utilization", "samples",
+        "pending_hours", "used_hours", "guarantee_hours", "covered_hours", "avg_utilization",
+        "samples",
     ).iterator(chunk_size=5000):  # fmt: skip
         month = month_start(row["start"])
         key = (month, row["namespace"], row["resource"], row["flavor"], row["team_id"])
@@ -1132,7 +1164,7 @@ def _monthly_rows_in_python(first: datetime, stop: datetime) -> list[UsageRollup
         t["p"] += row["pending_hours"]
         t["u"] += u
         t["g"] += g
-        t["covered"] += min(g, a)
+        t["covered"] += min(g, a) if row["covered_hours"] is None else row["covered_hours"]
         t["busy"] += min(a, u)
         if row["avg_utilization"] is not None and row["samples"] > 0:
             t["util"] = (t["util"] or 0.0) + row["avg_utilization"] * row["samples"]
@@ -1174,17 +1206,20 @@ def _daily_rows(first_day: datetime, stop: datetime) -> list[UsageRollup]:
         "pending_hours",
         "used_hours",
         "guarantee_hours",
+        "covered_hours",
         "avg_utilization",
         "samples",
     )
-    for start, ns, res, flavor, team_id, alloc, pend, used, guar, avg, samples in rows:
+    for start, ns, res, flavor, team_id, alloc, pend, used, guar, cov, avg, samples in rows:
         key = (floor_day(start), ns, res, flavor)
         item = totals.setdefault(
             key,
-            {"team_id": team_id, "sums": [Decimal(0)] * 4, "util": 0.0, "samples": 0},
+            {"team_id": team_id, "sums": [Decimal(0)] * 5, "util": 0.0, "samples": 0},
         )
         item["team_id"] = item["team_id"] or team_id
-        for i, value in enumerate((alloc, pend, used, guar)):
+        # An hour rolled up before covered hours existed covers min(G, A) of itself.
+        covered = min(guar, alloc) if cov is None else cov
+        for i, value in enumerate((alloc, pend, used, guar, covered)):
             item["sums"][i] += value
         if avg is not None and samples:
             item["util"] += avg * samples
@@ -1201,6 +1236,7 @@ def _daily_rows(first_day: datetime, stop: datetime) -> list[UsageRollup]:
             pending_hours=item["sums"][1],
             used_hours=item["sums"][2],
             guarantee_hours=item["sums"][3],
+            covered_hours=item["sums"][4],
             avg_utilization=round(item["util"] / item["samples"], 4) if item["samples"] else None,
             samples=item["samples"],
         )
