@@ -114,7 +114,12 @@ class ChargebackResult:
 
 
 def budget_rows(lines: Iterable[domain.Line]) -> list[dict[str, str]]:
-    """One row per (line, budget): how much of each monthly budget the line consumed."""
+    """One row per (line, budget): how much of each monthly budget the line consumed.
+
+    ``allocated_hours``: the line's allocated hours of the budget's resource in the part of the
+    month the report covers (budget use is allocated hours); ``used_hours`` is the same figure
+    under its former name (kept for integrations and frozen statements; not measured use).
+    """
     out = []
     for line in lines:
         for use in line.budgets:
@@ -125,6 +130,7 @@ def budget_rows(lines: Iterable[domain.Line]) -> list[dict[str, str]]:
                     "start": use.start.isoformat(),
                     "end": use.end.isoformat(),
                     "limit_hours": format(use.limit_hours, "f"),
+                    "allocated_hours": format(use.used_hours, "f"),
                     "used_hours": format(use.used_hours, "f"),
                     "used_pct": format(use.used_pct, "f"),
                 }
@@ -767,7 +773,11 @@ def statement_view(statement: ChargebackStatement, *, user) -> dict[str, Any]:
         "rows": rows,
         "total": data.get("total") if allowed is None else None,
         "total_cost": data["total_cost"] if allowed is None else None,
-        "budgets": [b for b in data.get("budgets", []) if visible(b.get("team", ""))],
+        "budgets": [
+            {"allocated_hours": b.get("used_hours", "")} | b
+            for b in data.get("budgets", [])
+            if visible(b.get("team", ""))
+        ],
         "currency": data.get("currency", ""),
         "unpriced_records": data["unpriced_records"],
         "late": late,

@@ -352,7 +352,11 @@ class BudgetAlert(models.Model):
     budget = models.ForeignKey("quotas.Budget", on_delete=models.CASCADE, related_name="alerts")
     month = models.DateField(help_text="First day of the month.")
     threshold = models.PositiveSmallIntegerField()
-    used_hours = models.DecimalField(max_digits=20, decimal_places=3)
+    allocated_hours = models.DecimalField(
+        max_digits=20,
+        decimal_places=4,
+        help_text="Budget use when it crossed: allocated hours this month (services.budget_use).",
+    )
     created = models.DateTimeField(auto_now_add=True)
     notified_at = models.DateTimeField(null=True, blank=True)
 
