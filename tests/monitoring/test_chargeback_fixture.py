@@ -1,6 +1,7 @@
 """A hand-computed chargeback, end to end: pods and GPU samples → rollups → the report, asserted
 literally through the service, the CSV and the API (and the Reports page); the column
-definitions are the docs' and the page's.
+definitions are the docs' and the page's; and each figure (budget use, chargeback hours) is the
+same on every surface: team page, Reports, CSV, API, alerts and their email, /metrics.
 
 The world (UTC, collections every 30 min, GPU readings every 10 min), three hours
 H0 = 05-14 23:00, H1 = 05-15 00:00, H2 = 05-15 01:00, rolled up hour by hour as the job does:
@@ -37,6 +38,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from django.core import mail
 from django.urls import reverse
 
 from monitoring import chargeback, services
@@ -259,3 +261,133 @@ def test_every_figure_column_has_one_definition_shown_on_the_page_and_in_the_doc
         shown = re.search(rf'<dd data-definition="{name}">(.*?)</dd>', html)
         assert shown is not None, name
         assert shown.group(1).replace("&#x27;", "'") == definition
+
+
+# ------------------------------------------------------------------ every surface, one figure
+
+
+@pytest.fixture
+def at_now(monkeypatch, world, settings):
+    """The clock at NOW (half an hour after the last rolled-up hour), team-a's budget 16 h."""
+    from django.utils import timezone
+
+    settings.FAIRSHARE_METRICS_TOKEN = ""
+    settings.FAIRSHARE_BUDGET_THRESHOLDS = [80, 100]
+    Budget.objects.filter(team=world.team_a).update(monthly_hours=D(16))
+    monkeypatch.setattr(timezone, "now", lambda: NOW)
+    return world
+
+
+def _metrics(client) -> dict:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
+    assert response.status_code == 200
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for s in family.samples
+    }
+
+
+def test_budget_use_is_the_same_on_every_surface(at_now, client):
+    # 14 of 16 GPU-hours = 87.50 %, counted up to 02:00, the end of the newest rolled-up hour
+    # (the raw samples of 02:00-02:30 are in no surface yet).
+    client.force_login(at_now.root)
+    expected = {
+        "team": "team-a",
+        "resource": GPU,
+        "allocated-hours": "14.0000",
+        "budget-hours": "16.000",
+        "percent": "87.50",
+        "cutoff": "2025-05-15T02:00:00+00:00",
+    }
+
+    (use,) = services.budget_use()
+    team_page = data_of(
+        client.get(reverse("portal:team", args=["team-a"])).content.decode(), "budget-use"
+    )
+    reports = data_of(client.get(reverse("portal:reports")).content.decode(), "budget-use")
+    api = client.get("/api/v1/budget-use/", {"team": "team-a"}).json()
+    metrics = _metrics(client)
+    alerts = services.check_budgets()
+
+    assert (use.allocated_hours, use.budget_hours, use.percent, use.cutoff) == (
+        D("14.0000"),
+        D(16),
+        D("87.50"),
+        datetime(2025, 5, 15, 2, tzinfo=UTC),
+    )
+    assert team_page == [expected]
+    assert reports == [expected | {"month": "2025-05"}]
+    assert api == {
+        "month_start": "2025-05-01T00:00:00+00:00",
+        "cutoff": "2025-05-15T02:00:00+00:00",
+        "results": [
+            {
+                "team": "team-a",
+                "resource": GPU,
+                "unit": "GPU-hour",
+                "month": "2025-05",
+                "allocated_hours": "14.0000",
+                "budget_hours": "16.000",
+                "percent": "87.50",
+            }
+        ],
+    }
+    labels = (("resource", GPU), ("team", "team-a"))
+    assert metrics[("fairshare_budget_allocated_hours", labels)] == 14.0
+    assert metrics[("fairshare_budget_used_hours", labels)] == 14.0
+    assert metrics[("fairshare_budget_hours", labels)] == 16.0
+    assert metrics[("fairshare_budget_cutoff_timestamp_seconds", ())] == use.cutoff.timestamp()
+    assert [(a.threshold, a.allocated_hours) for a in alerts] == [(80, D("14.0000"))]
+    assert "allocated 14.0 of its 16.0 nvidia.com/gpu GPU-hours" in mail.outbox[-1].body
+    assert "(87.50 %, the 80 % threshold), counted up to 2025-05-15 02:00 UTC" in (
+        mail.outbox[-1].body
+    )
+
+
+def test_a_lead_sees_only_their_teams_budget_use_on_every_surface(at_now, client):
+    Budget.objects.create(team=at_now.team_b, resource=GPU, monthly_hours=D(50))
+    client.force_login(at_now.charlie)  # team-b's lead
+
+    reports = data_of(client.get(reverse("portal:reports")).content.decode(), "budget-use")
+    api = client.get("/api/v1/budget-use/").json()["results"]
+
+    assert [(b["team"], b["allocated-hours"], b["percent"]) for b in reports] == [
+        ("team-b", "1.0000", "2.00")
+    ]
+    assert [(b["team"], b["allocated_hours"], b["percent"]) for b in api] == [
+        ("team-b", "1.0000", "2.00")
+    ]
+    assert client.get("/api/v1/budget-use/", {"team": "team-a"}).status_code == 404
+    assert client.get(reverse("portal:team", args=["team-a"])).status_code == 404
+
+
+def test_chargeback_hours_are_the_same_on_every_surface(at_now, client):
+    # This month's report (the page's default: this month, by team and resource), its CSV, the
+    # API and its CSV: the hand-computed lines, unused guarantee included.
+    client.force_login(at_now.root)
+    may = {"start": "2025-05-01", "end": "2025-06-01"}
+
+    page = report_lines(client.get(reverse("portal:reports")).content.decode())
+    page_csv = client.get(reverse("portal:reports_csv"))
+    api = client.get("/api/v1/chargeback/", may).json()
+    api_csv = client.get("/api/v1/chargeback/", may | {"format": "csv"})
+    service = chargeback.build_report(
+        start=datetime(2025, 5, 1, tzinfo=UTC),
+        end=datetime(2025, 6, 1, tzinfo=UTC),
+        group_by=("team", "resource"),
+    ).rows()
+
+    figures = ["allocated_hours", "used_hours", "guarantee_hours", "unused_guarantee_hours"]
+    expected = [[r["team"], *(r[f] for f in figures), r["cost"]] for r in EXPECTED]
+    dashed = [f.replace("_", "-") for f in figures]
+    assert [[r["team"], *(r[f] for f in dashed), r["cost"]] for r in page] == expected
+    for rows in (
+        service,
+        api["rows"],
+        list(csv.DictReader(io.StringIO(page_csv.content.decode()))),
+        list(csv.DictReader(io.StringIO(api_csv.content.decode()))),
+    ):
+        assert [[r["team"], *(r[f] for f in figures), r["cost"]] for r in rows] == expected
