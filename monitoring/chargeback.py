@@ -193,7 +193,7 @@ class _Sums:
     allocated: Decimal = _ZERO
     used: Decimal = _ZERO
     guarantee: Decimal = _ZERO
-    covered: Decimal = _ZERO  # Σ min(guarantee, allocated)
+    covered: Decimal = _ZERO  # Σ covered_hours: what the team's allocation covered of its guarantee
     idle: Decimal = _ZERO  # Σ max(allocated - used, 0)
 
     def add(self, other: _Sums) -> None:
