@@ -113,7 +113,7 @@ class IdleGpuAlertAdmin(SiteAdminOnly, admin.ModelAdmin):
 
 @admin.register(BudgetAlert)
 class BudgetAlertAdmin(SiteAdminOnly, admin.ModelAdmin):
-    list_display = ["budget", "month", "threshold", "used_hours", "created"]
+    list_display = ["budget", "month", "threshold", "allocated_hours", "created"]
 
 
 @admin.register(Workload)

@@ -27,15 +27,17 @@ Reading the rollups (a constant number of queries, whatever the number of teams 
    and budget figures as the buckets would. SQL numbers segments with ``width_bucket``; a
    monthly row lies inside one segment (month rule) and is numbered by its first instant, so
    monthly and daily rows are summed together, in one query, into the same segments.
-4. The pure report floors idle GPU-hours and unused guarantee *per bucket* (per day for the
-   days, also inside months). So that summing keeps those figures, SQL also sums
-   ``least(guarantee, allocated)`` and ``least(allocated, used)`` per bucket
-   (Σ max(A - U, 0) = ΣA - Σ min(A, U)) — for a monthly row its stored per-day sums
-   ``covered_hours`` and ``busy_hours`` — and each group-segment becomes up to three records
-   whose own floors add up to the per-bucket ones (``_split``).
+4. The pure report floors idle GPU-hours *per bucket* (per day for the days, also inside
+   months), and unused guarantee is the guarantee less what the team's allocation covered of
+   it. So that summing keeps those figures, SQL also sums ``covered_hours`` (written by the
+   rollups per team, resource and hour: min(guarantee, the team's allocation over all its
+   namespaces and flavors); rows without it count ``least(guarantee, allocated)``) and
+   ``least(allocated, used)`` per bucket (Σ max(A - U, 0) = ΣA - Σ min(A, U)) — for a monthly
+   row its stored per-day sum ``busy_hours`` — and each group-segment becomes up to two
+   records whose own floors add up to the per-bucket ones (``_split``).
 
 Consequence worth knowing: ``unpriced_records`` counts these summed records, not rollup rows
-(one per team, resource, flavor and segment of that resource, up to three with the floors).
+(one per team, resource, flavor and segment of that resource, up to two with the floors).
 
 Budgets (``quotas.Budget``: hours per calendar month) become one domain Budget per month the
 period touches. They only apply when the report is grouped by team. The total comes from a
@@ -58,7 +60,7 @@ from typing import Any
 from django.core.exceptions import EmptyResultSet
 from django.db import connections, transaction
 from django.db.models import Case, DecimalField, F, Func, IntegerField, Q, Sum, Value, When
-from django.db.models.functions import Least
+from django.db.models.functions import Coalesce, Least
 from django.utils import timezone
 
 from monitoring.choices import RollupPeriod
@@ -112,7 +114,12 @@ class ChargebackResult:
 
 
 def budget_rows(lines: Iterable[domain.Line]) -> list[dict[str, str]]:
-    """One row per (line, budget): how much of each monthly budget the line consumed."""
+    """One row per (line, budget): how much of each monthly budget the line consumed.
+
+    ``allocated_hours``: the line's allocated hours of the budget's resource in the part of the
+    month the report covers (budget use is allocated hours); ``used_hours`` is the same figure
+    under its former name (kept for integrations and frozen statements; not measured use).
+    """
     out = []
     for line in lines:
         for use in line.budgets:
@@ -123,6 +130,7 @@ def budget_rows(lines: Iterable[domain.Line]) -> list[dict[str, str]]:
                     "start": use.start.isoformat(),
                     "end": use.end.isoformat(),
                     "limit_hours": format(use.limit_hours, "f"),
+                    "allocated_hours": format(use.used_hours, "f"),
                     "used_hours": format(use.used_hours, "f"),
                     "used_pct": format(use.used_pct, "f"),
                 }
@@ -185,7 +193,7 @@ class _Sums:
     allocated: Decimal = _ZERO
     used: Decimal = _ZERO
     guarantee: Decimal = _ZERO
-    covered: Decimal = _ZERO  # Σ min(guarantee, allocated)
+    covered: Decimal = _ZERO  # Σ covered_hours: what the team's allocation covered of its guarantee
     idle: Decimal = _ZERO  # Σ max(allocated - used, 0)
 
     def add(self, other: _Sums) -> None:
@@ -203,33 +211,36 @@ _Group = tuple[str, str, str, str, str]
 def _split(seg: tuple[datetime, datetime], group: _Group, s: _Sums) -> list[domain.UsageRecord]:
     """Records over ``seg`` whose figures, floored per record, equal the per-bucket floors.
 
-    1. allocated = Σmin(G, A) with the whole guarantee: its unused guarantee is Σmax(G - A, 0);
-    2. allocated = Σmax(A - G, 0) with no guarantee (unused 0);
-    3. used only = Σmax(U - A, 0) (idle 0).
-    Used hours are spread over 1 and 2 so that their idle adds up to Σmax(A - U, 0).
+    1. all the allocation, used = ΣA - Σmax(A - U, 0) = Σmin(A, U) (so its idle is
+       Σmax(A - U, 0)), the whole guarantee and what the team's allocation covered of it (its
+       unused guarantee is ΣG - Σcovered);
+    2. used only = Σmax(U - A, 0) (idle 0, no guarantee).
     """
-    a1, a2 = s.covered, s.allocated - s.covered
-    idle1 = min(s.idle, a1)
-    u1, u2 = a1 - idle1, a2 - (s.idle - idle1)
-    u3 = s.used - (s.allocated - s.idle)
+    busy = s.allocated - s.idle
     team, cost_center, namespace, resource, flavor = group
-    parts = [(a1, u1, s.guarantee)]
-    if a2 or u2:
-        parts.append((a2, u2, _ZERO))
-    if u3:
-        parts.append((_ZERO, u3, _ZERO))
-    record = domain.UsageRecord  # positional: (start, end, team, ..., flavor, a, u, g)
+    parts = [(s.allocated, busy, s.guarantee, s.covered)]
+    if s.used - busy:
+        parts.append((_ZERO, s.used - busy, _ZERO, _ZERO))
+    record = domain.UsageRecord  # positional: (start, end, team, ..., flavor, a, u, g, covered)
     lo, hi = seg
     return [
-        record(lo, hi, team, cost_center, namespace, resource, flavor, a, u, g) for a, u, g in parts
+        record(lo, hi, team, cost_center, namespace, resource, flavor, a, u, g, c)
+        for a, u, g, c in parts
     ]
 
 
+# What a row's team allocation covered of its guarantee (per team, resource and hour, written by
+# the rollups); rows rolled up before it existed cover min(guarantee, allocated) of themselves.
+_COVERED = Coalesce(
+    "covered_hours",
+    Least("guarantee_hours", "allocated_hours", output_field=_DEC),
+    output_field=_DEC,
+)
 _SUMS = {
     "a": Sum("allocated_hours"),
     "u": Sum("used_hours"),
     "g": Sum("guarantee_hours"),
-    "ga": Sum(Least("guarantee_hours", "allocated_hours", output_field=_DEC)),
+    "ga": Sum(_COVERED),
     # Σ max(A - U, 0) = ΣA - Σ min(A, U): least() needs no numeric subtraction per row.
     "au": Sum(Least("allocated_hours", "used_hours", output_field=_DEC)),
 }
@@ -244,7 +255,7 @@ def _per_day(stored: str, least: Least) -> Sum:
 
 # Daily and monthly rows summed together.
 _SUMS_WITH_MONTHS = _SUMS | {
-    "ga": _per_day("covered_hours", Least("guarantee_hours", "allocated_hours", output_field=_DEC)),
+    "ga": Sum(_COVERED),
     "au": _per_day("busy_hours", Least("allocated_hours", "used_hours", output_field=_DEC)),
 }
 
@@ -430,10 +441,10 @@ def _summed_in_python(
             team = cost_center = ""
         group = (team, cost_center, row.get("namespace", ""), resource, row["flavor"])
         a, u, g = row["allocated_hours"], row["used_hours"], row["guarantee_hours"]
-        if row["period"] == UsageRollup.MONTH:
-            covered, busy = row["covered_hours"], row["busy_hours"]
-        else:
-            covered, busy = min(g, a), min(a, u)
+        covered = row["covered_hours"]
+        if covered is None:
+            covered = min(g, a)
+        busy = row["busy_hours"] if row["period"] == UsageRollup.MONTH else min(a, u)
         sums[(resource, segment, group)].add(_Sums(a, u, g, covered, a - busy))
     return [
         (segments_of.get(resource, plain)[segment], group, s)
@@ -447,7 +458,7 @@ def _raw(queryset, starts: list[datetime], dims: list[str]) -> list[domain.Usage
         return []
     rows = queryset.filter(period=RollupPeriod.HOUR, start__in=starts).values(
         "start", "team__slug", "team__cost_center", "namespace", "resource", "flavor",
-        "allocated_hours", "used_hours", "guarantee_hours",
+        "allocated_hours", "used_hours", "guarantee_hours", "covered_hours",
     )  # fmt: skip
     records = []
     for row in rows:
@@ -464,6 +475,7 @@ def _raw(queryset, starts: list[datetime], dims: list[str]) -> list[domain.Usage
                 allocated_hours=row["allocated_hours"],
                 used_hours=row["used_hours"],
                 guarantee_hours=row["guarantee_hours"],
+                covered_hours=row["covered_hours"],
             )
         )
     return records
@@ -761,7 +773,11 @@ def statement_view(statement: ChargebackStatement, *, user) -> dict[str, Any]:
         "rows": rows,
         "total": data.get("total") if allowed is None else None,
         "total_cost": data["total_cost"] if allowed is None else None,
-        "budgets": [b for b in data.get("budgets", []) if visible(b.get("team", ""))],
+        "budgets": [
+            {"allocated_hours": b.get("used_hours", "")} | b
+            for b in data.get("budgets", [])
+            if visible(b.get("team", ""))
+        ],
         "currency": data.get("currency", ""),
         "unpriced_records": data["unpriced_records"],
         "late": late,

@@ -46,8 +46,10 @@ Metrics (gauges):
   ``fairshare_namespace_info{namespace,team}``: what the alerts' annotations and the DCGM
   recording rules join on (``deploy/monitoring/prometheusrule.yaml``)
 * ``fairshare_idle_gpus{team}``: GPUs in open idle alerts
-* ``fairshare_budget_hours{team,resource}``, ``fairshare_budget_used_hours{team,resource}``:
-  month-to-date from hourly rollups (the current hour is not in yet)
+* ``fairshare_budget_hours{team,resource}``, ``fairshare_budget_allocated_hours{team,resource}``:
+  budget use this month (``monitoring.services.budget_use``: allocated hours up to the end of
+  the newest rolled-up hour, ``fairshare_budget_cutoff_timestamp_seconds``), the figure the
+  pages and the API show; ``fairshare_budget_used_hours`` is its former name (same value)
 * ``fairshare_sync_success``: 1 if the newest finished (non-dry-run) sync succeeded, else 0;
   ``fairshare_sync_last_finished_timestamp_seconds``, ``fairshare_sync_age_seconds``,
   ``fairshare_sync_last_success_timestamp_seconds``
@@ -70,18 +72,17 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from monitoring.choices import AlertStatus, RollupPeriod
+from monitoring.choices import AlertStatus
 from monitoring.domain.gpu_alerts import memory_percent
 from monitoring.models import (
     CapacitySnapshot,
     GpuSample,
     IdleGpuAlert,
-    UsageRollup,
     UsageSample,
     Workload,
 )
 from quotas.choices import MembershipRole
-from quotas.models import Budget, Membership, Namespace, Team, TeamQuota
+from quotas.models import Membership, Namespace, Team, TeamQuota
 
 UNASSIGNED = "unassigned"
 GPU_LABELS = ["node", "gpu", "uuid", "model", "namespace", "team"]
@@ -454,31 +455,37 @@ class FairshareCollector(Collector):
         yield idle
 
     def _budgets(self, now: datetime) -> Iterator[Metric]:
-        from monitoring.services import month_start
+        from monitoring.services import budget_cutoff, budget_use
 
         budget = _gauge(
             "fairshare_budget_hours", "Monthly budget in resource-hours.", ["team", "resource"]
         )
-        used = _gauge(
-            "fairshare_budget_used_hours",
-            "Allocated resource-hours this month (complete hours, from rollups).",
+        allocated = _gauge(
+            "fairshare_budget_allocated_hours",
+            "Budget use: allocated resource-hours this month up to the budget cut-off.",
             ["team", "resource"],
         )
-        totals = {
-            (row["team_id"], row["resource"]): row["h"]
-            for row in UsageRollup.objects.filter(
-                period=RollupPeriod.HOUR, start__gte=month_start(now), team__isnull=False
-            )
-            .values("team_id", "resource")
-            .annotate(h=Sum("allocated_hours"))
-            .order_by()
-        }
-        rows = Budget.objects.values_list("team_id", "team__slug", "resource", "monthly_hours")
-        for team_id, slug, resource, hours in rows.order_by("team__slug", "resource"):
-            budget.add_metric([slug, resource], _num(hours))
-            used.add_metric([slug, resource], _num(totals.get((team_id, resource)) or 0))
+        used = _gauge(
+            "fairshare_budget_used_hours",
+            "Deprecated name of fairshare_budget_allocated_hours (the same value).",
+            ["team", "resource"],
+        )
+        cutoff = _gauge(
+            "fairshare_budget_cutoff_timestamp_seconds",
+            "The instant budget use counts up to: the end of the newest rolled-up hour.",
+            [],
+        )
+        uses = budget_use(now=now)
+        for use in uses:
+            labels = [use.team.slug, use.resource]
+            budget.add_metric(labels, _num(use.budget_hours))
+            allocated.add_metric(labels, _num(use.allocated_hours))
+            used.add_metric(labels, _num(use.allocated_hours))
+        cutoff.add_metric([], (uses[0].cutoff if uses else budget_cutoff(now=now)).timestamp())
         yield budget
+        yield allocated
         yield used
+        yield cutoff
 
     # ---------------------------------------------------------------- sync
 

@@ -189,9 +189,15 @@ class UsageRollup(models.Model):
     Monthly rows (calendar months, UTC) are sums of the month's *daily* rows, one per namespace,
     resource, flavor **and team** (a namespace that changed teams inside the month gets one row
     per team, so a month row never attributes a day to another team than its daily row does).
-    They also carry the per-day floors the chargeback report needs (``covered_hours`` = Σ over
-    the days of min(guarantee, allocated), ``busy_hours`` = Σ over the days of min(allocated,
-    used)), which cannot be recovered from the sums; both are null on hourly and daily rows.
+    They also carry ``busy_hours`` = Σ over the days of min(allocated, used), the per-day floor
+    the chargeback report needs, which cannot be recovered from the sums (null on hourly and
+    daily rows).
+
+    ``covered_hours``: how much of the guarantee the team's allocation covered. Per team,
+    resource and hour, min(guarantee, the team's allocated hours over all its namespaces and
+    flavors), on the row that carries the guarantee (0 on the others); daily and monthly rows
+    sum their hours' and days' values. Null on rows rolled up before it existed: they cover
+    min(guarantee, allocated) of themselves. Unused guarantee = guarantee - covered.
     """
 
     MONTH = "month"  # = monitoring.choices.RollupPeriod.MONTH
@@ -346,7 +352,11 @@ class BudgetAlert(models.Model):
     budget = models.ForeignKey("quotas.Budget", on_delete=models.CASCADE, related_name="alerts")
     month = models.DateField(help_text="First day of the month.")
     threshold = models.PositiveSmallIntegerField()
-    used_hours = models.DecimalField(max_digits=20, decimal_places=3)
+    allocated_hours = models.DecimalField(
+        max_digits=20,
+        decimal_places=4,
+        help_text="Budget use when it crossed: allocated hours this month (services.budget_use).",
+    )
     created = models.DateTimeField(auto_now_add=True)
     notified_at = models.DateTimeField(null=True, blank=True)
 

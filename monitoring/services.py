@@ -43,7 +43,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, DecimalField, F, FloatField, IntegerField, Max, Min, Q, Sum, When
-from django.db.models.functions import Least, TruncMonth
+from django.db.models.functions import Coalesce, Least, TruncMonth
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -990,7 +990,9 @@ def rollup_usage(
         buckets.append(moment)
         moment += HOUR
     _add_guarantees(acc, buckets, HOUR)
-    hourly = [item.to_rollup(RollupPeriod.HOUR, key) for key, item in sorted(acc.items())]
+    hourly = cover_guarantees(
+        [item.to_rollup(RollupPeriod.HOUR, key) for key, item in sorted(acc.items())]
+    )
 
     first_day, last_day = floor_day(start), floor_day(end - timedelta(microseconds=1))
     with transaction.atomic():
@@ -1014,6 +1016,29 @@ def rollup_usage(
         monthly,
     )
     return RollupResult(start, end, len(hourly), len(daily), monthly)
+
+
+def cover_guarantees(rows: list[UsageRollup]) -> list[UsageRollup]:
+    """Set ``covered_hours`` on one hour's (or one day's) rows: per team, resource and bucket,
+    min(guarantee, the team's allocated hours over all its namespaces and flavors), on the rows
+    that carry the guarantee (the team's first namespace, flavor ""); 0 on the others.
+
+    A guarantee is a team-level figure while allocation rows are per namespace and flavor (GPUs
+    are allocated under their product, the guarantee row has none), so min(guarantee, allocated)
+    per row would miss the allocation and call the whole guarantee unused. Returns ``rows``.
+    """
+    allocated: dict[tuple, Decimal] = defaultdict(Decimal)
+    for row in rows:
+        if row.team_id is not None:
+            allocated[(row.start, row.team_id, row.resource)] += row.allocated_hours
+    for row in sorted(rows, key=lambda r: (r.start, r.namespace, r.flavor)):
+        row.covered_hours = Decimal(0)
+        if row.team_id is None or not row.guarantee_hours:
+            continue
+        key = (row.start, row.team_id, row.resource)
+        row.covered_hours = min(row.guarantee_hours, allocated[key])
+        allocated[key] -= row.covered_hours
+    return rows
 
 
 def _next_month(moment: datetime) -> datetime:
@@ -1072,7 +1097,13 @@ def _monthly_rows(first: datetime, stop: datetime) -> list[UsageRollup]:
             p=Sum("pending_hours"),
             u=Sum("used_hours"),
             g=Sum("guarantee_hours"),
-            covered=Sum(Least("guarantee_hours", "allocated_hours", output_field=_DEC)),
+            covered=Sum(
+                Coalesce(
+                    "covered_hours",
+                    Least("guarantee_hours", "allocated_hours", output_field=_DEC),
+                    output_field=_DEC,
+                )
+            ),
             busy=Sum(Least("allocated_hours", "used_hours", output_field=_DEC)),
             util=Sum(
                 Case(
@@ -1119,7 +1150,8 @@ def _monthly_rows_in_python(first: datetime, stop: datetime) -> list[UsageRollup
     ).order_by()
     for row in rows.values(
         "start", "namespace", "resource", "flavor", "team_id", "allocated_hours",
-        "pending_hours", "used_hours", "guarantee_hours", "avg_utilization", "samples",
+        "pending_hours", "used_hours", "guarantee_hours", "covered_hours", "avg_utilization",
+        "samples",
     ).iterator(chunk_size=5000):  # fmt: skip
         month = month_start(row["start"])
         key = (month, row["namespace"], row["resource"], row["flavor"], row["team_id"])
@@ -1132,7 +1164,7 @@ def _monthly_rows_in_python(first: datetime, stop: datetime) -> list[UsageRollup
         t["p"] += row["pending_hours"]
         t["u"] += u
         t["g"] += g
-        t["covered"] += min(g, a)
+        t["covered"] += min(g, a) if row["covered_hours"] is None else row["covered_hours"]
         t["busy"] += min(a, u)
         if row["avg_utilization"] is not None and row["samples"] > 0:
             t["util"] = (t["util"] or 0.0) + row["avg_utilization"] * row["samples"]
@@ -1174,17 +1206,20 @@ def _daily_rows(first_day: datetime, stop: datetime) -> list[UsageRollup]:
         "pending_hours",
         "used_hours",
         "guarantee_hours",
+        "covered_hours",
         "avg_utilization",
         "samples",
     )
-    for start, ns, res, flavor, team_id, alloc, pend, used, guar, avg, samples in rows:
+    for start, ns, res, flavor, team_id, alloc, pend, used, guar, cov, avg, samples in rows:
         key = (floor_day(start), ns, res, flavor)
         item = totals.setdefault(
             key,
-            {"team_id": team_id, "sums": [Decimal(0)] * 4, "util": 0.0, "samples": 0},
+            {"team_id": team_id, "sums": [Decimal(0)] * 5, "util": 0.0, "samples": 0},
         )
         item["team_id"] = item["team_id"] or team_id
-        for i, value in enumerate((alloc, pend, used, guar)):
+        # An hour rolled up before covered hours existed covers min(G, A) of itself.
+        covered = min(guar, alloc) if cov is None else cov
+        for i, value in enumerate((alloc, pend, used, guar, covered)):
             item["sums"][i] += value
         if avg is not None and samples:
             item["util"] += avg * samples
@@ -1201,6 +1236,7 @@ def _daily_rows(first_day: datetime, stop: datetime) -> list[UsageRollup]:
             pending_hours=item["sums"][1],
             used_hours=item["sums"][2],
             guarantee_hours=item["sums"][3],
+            covered_hours=item["sums"][4],
             avg_utilization=round(item["util"] / item["samples"], 4) if item["samples"] else None,
             samples=item["samples"],
         )
@@ -1415,51 +1451,127 @@ def month_start(moment: datetime) -> datetime:
     return floor_day(moment).replace(day=1)
 
 
-def month_to_date_hours(*, now: datetime) -> dict[tuple[int, str], Decimal]:
-    """Return ``{(team id, resource): allocated resource-hours}`` for this UTC month so far.
+@dataclass(frozen=True)
+class BudgetUse:
+    """How much of one monthly budget a team has allocated so far (``budget_use``).
 
-    Complete hours come from hourly rollups; the time after the newest rolled-up hour (the
-    current hour, or more if the rollup job is behind) is integrated from raw samples.
+    ``allocated_hours`` are the chargeback report's allocated hours of the budget's resource
+    (requests × time, in billing units: GPU-, core-, GiB-hours) for ``[month_start, cutoff)``,
+    rounded like the report (4 places); ``percent`` = allocated / budget × 100 (2 places).
+    """
+
+    team: Team
+    budget: Budget
+    resource: str
+    unit: str
+    month_start: datetime
+    cutoff: datetime
+    allocated_hours: Decimal
+    budget_hours: Decimal
+    percent: Decimal
+
+    @property
+    def fraction(self) -> Decimal:
+        return self.percent / 100
+
+    @property
+    def over(self) -> bool:
+        return self.allocated_hours >= self.budget_hours
+
+
+def budget_cutoff(*, now: datetime) -> datetime:
+    """The instant budget use counts up to: the end of the newest rolled-up hour of ``now``'s
+    month (no later than ``now``), or the month's start when nothing is rolled up yet.
+
+    Every surface (team page, Reports, the API, alerts and their emails, /metrics) counts up to
+    this same instant, so at one moment they all show the same figure; it moves once an hour,
+    when the hourly rollup job has run.
     """
     first = month_start(now)
-    totals: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
-    rolled = UsageRollup.objects.filter(
-        period=RollupPeriod.HOUR, start__gte=first, start__lt=now, team__isnull=False
-    )
-    latest = rolled.aggregate(t=Max("start"))["t"]
-    for team_id, resource, hours in rolled.values_list("team_id", "resource", "allocated_hours"):
-        totals[(team_id, resource)] += hours
-    raw_from = max(first, latest + HOUR) if latest is not None else first
-    if raw_from < now:
-        for (_, _, resource, _), item in integrate_usage(
-            raw_from, now, now=now, size=DAY, gpu=False
-        ).items():
-            if item.team_id is not None and item.allocated:
-                totals[(item.team_id, resource)] += _hours(item.allocated)
-    return dict(totals)
+    latest = UsageRollup.objects.filter(
+        period=RollupPeriod.HOUR, start__gte=first, start__lt=now
+    ).aggregate(t=Max("start"))["t"]
+    return first if latest is None else min(latest + HOUR, now)
+
+
+def budget_use(
+    *, now: datetime | None = None, teams: Iterable[Team] | None = None
+) -> list[BudgetUse]:
+    """Budget use this month per (team, resource) budget: THE figure every surface shows.
+
+    ``teams`` limits the result (None: every team with a budget). Allocated hours come from the
+    chargeback report (``monitoring.chargeback.build_report``, grouped by team and resource) over
+    ``[month start, budget_cutoff(now))``: the same hours, units and rounding as Reports, the CSV
+    and the chargeback API. Sorted by team slug and resource.
+    """
+    from monitoring import chargeback
+    from monitoring.domain.chargeback import unit_of
+
+    now = now or timezone.now()
+    first = month_start(now)
+    cutoff = budget_cutoff(now=now)
+    budgets = Budget.objects.select_related("team").order_by("team__slug", "resource")
+    if teams is not None:
+        budgets = budgets.filter(team__in=[getattr(team, "pk", team) for team in teams])
+    budgets = list(budgets)
+    if not budgets:
+        return []
+    used: dict[tuple[str, str], tuple[Decimal, Decimal]] = {}
+    if first < cutoff:
+        report = chargeback.build_report(
+            start=first, end=cutoff, group_by=("team", "resource"), user=None
+        ).report
+        for line in report.lines:
+            for use in line.budgets:
+                used[(line.value("team"), use.resource)] = (use.used_hours, use.used_pct)
+    none = (Decimal("0.0000"), Decimal("0.00"))
+    out = []
+    for budget in budgets:
+        hours, percent = used.get((budget.team.slug, budget.resource), none)
+        out.append(
+            BudgetUse(
+                team=budget.team,
+                budget=budget,
+                resource=budget.resource,
+                unit=unit_of(budget.resource),
+                month_start=first,
+                cutoff=cutoff,
+                allocated_hours=hours,
+                budget_hours=budget.monthly_hours,
+                percent=percent,
+            )
+        )
+    return out
+
+
+def month_to_date_hours(*, now: datetime) -> dict[tuple[int, str], Decimal]:
+    """``{(team id, resource): allocated hours}`` of the budgeted resources: ``budget_use``."""
+    return {(use.team.pk, use.resource): use.allocated_hours for use in budget_use(now=now)}
 
 
 def check_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
-    """Raise a BudgetAlert the first time a team's month-to-date usage crosses each threshold.
+    """Raise a BudgetAlert the first time a team's budget use this month crosses each threshold.
 
-    Usage is allocated resource-hours of the budget's resource (requests × time, what
-    chargeback bills), for the budget's team only. Thresholds are
-    ``FAIRSHARE_BUDGET_THRESHOLDS`` percent (default 80 and 100) of ``monthly_hours``. The
-    unique (budget, month, threshold) constraint makes each alert, and its notification,
-    happen once per month even when runs overlap. Returns the alerts created now.
+    Budget use is ``budget_use``: allocated hours of the budget's resource (requests × time,
+    what chargeback bills) up to the end of the newest rolled-up hour, the figure every page
+    shows. Thresholds are ``FAIRSHARE_BUDGET_THRESHOLDS`` percent (default 80 and 100) of
+    ``monthly_hours``. The unique (budget, month, threshold) constraint makes each alert, and its
+    notification, happen once per month even when runs overlap. Returns the alerts created now.
     """
     now = now or timezone.now()
-    month: date = month_start(now).date()
-    used = month_to_date_hours(now=now)
     thresholds = sorted(set(settings.FAIRSHARE_BUDGET_THRESHOLDS))
     created: list[BudgetAlert] = []
-    for budget in Budget.objects.select_related("team").order_by("team__slug", "resource"):
-        hours = used.get((budget.team_id, budget.resource), Decimal(0)).quantize(Decimal("0.001"))
+    for use in budget_use(now=now):
+        budget, hours = use.budget, use.allocated_hours
+        month: date = use.month_start.date()
         for threshold in thresholds:
             if hours < budget.monthly_hours * threshold / 100:
                 break
             alert, is_new = BudgetAlert.objects.get_or_create(
-                budget=budget, month=month, threshold=threshold, defaults={"used_hours": hours}
+                budget=budget,
+                month=month,
+                threshold=threshold,
+                defaults={"allocated_hours": hours},
             )
             if not is_new:
                 continue
@@ -1467,14 +1579,21 @@ def check_budgets(*, now: datetime | None = None) -> list[BudgetAlert]:
             notify_team(
                 budget.team,
                 subject=f"{budget.team.slug} reached {threshold} % of its {budget.resource} budget",
-                body=(
-                    f"Team {budget.team.name} has used {hours} of its {budget.monthly_hours} "
-                    f"{budget.resource}-hours for {month:%B %Y} ({threshold} % threshold)."
-                ),
+                body=budget_alert_text(use, threshold),
             )
             alert.notified_at = timezone.now()
             alert.save(update_fields=["notified_at"])
     return created
+
+
+def budget_alert_text(use: BudgetUse, threshold: int) -> str:
+    """The alert email's body: the figures as the team page shows them, and up to when."""
+    return (
+        f"Team {use.team.name} has allocated {use.allocated_hours:,.1f} of its "
+        f"{use.budget_hours:,.1f} {use.resource} {use.unit}s budgeted for "
+        f"{use.month_start:%B %Y} ({use.percent} %, the {threshold} % threshold), counted up to "
+        f"{use.cutoff:%Y-%m-%d %H:%M} UTC."
+    )
 
 
 # --------------------------------------------------------------------------- GPU alerts

@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from config.api import StrictCharField, StrictModelSerializer
 from monitoring.chargeback import MAX_PERIOD
-from monitoring.domain.chargeback import CSV_COLUMNS, GROUP_FIELDS
+from monitoring.domain.chargeback import CSV_COLUMNS, DEFAULT_GROUP_BY, GROUP_FIELDS
 from monitoring.models import (
     CapacitySnapshot,
     ChargebackStatement,
@@ -199,11 +199,11 @@ class ChargebackQuerySerializer(serializers.Serializer):
     end = MomentField(help_text="End (exclusive): a date or an ISO 8601 time.")
     group_by = GroupByField(
         required=False,
-        help_text=f"Comma-separated, from: {', '.join(GROUP_FIELDS)}. Default: team.",
+        help_text=f"Comma-separated, from: {', '.join(GROUP_FIELDS)}. Default: team,resource.",
     )
 
     def validate(self, attrs):
-        attrs.setdefault("group_by", ("team",))
+        attrs.setdefault("group_by", DEFAULT_GROUP_BY)
         start, end = attrs["start"], attrs["end"]
         if end <= start:
             raise serializers.ValidationError({"end": "end must be after start."})
@@ -224,8 +224,29 @@ class BudgetUseSerializer(serializers.Serializer):
     start = serializers.CharField()
     end = serializers.CharField()
     limit_hours = serializers.CharField()
-    used_hours = serializers.CharField()
-    used_pct = serializers.CharField()
+    allocated_hours = serializers.CharField(help_text="Allocated hours of the budget's resource.")
+    used_hours = serializers.CharField(help_text="Deprecated: the same as allocated_hours.")
+    used_pct = serializers.CharField(help_text="allocated_hours ÷ limit_hours × 100.")
+
+
+class BudgetUseRowSerializer(serializers.Serializer):
+    """One budget's use this month (``monitoring.services.budget_use``)."""
+
+    team = serializers.CharField()
+    resource = serializers.CharField()
+    unit = serializers.CharField()
+    month = serializers.CharField(help_text="YYYY-MM (UTC).")
+    allocated_hours = serializers.CharField()
+    budget_hours = serializers.CharField()
+    percent = serializers.CharField()
+
+
+class BudgetUseReportSerializer(serializers.Serializer):
+    """Schema of ``GET /api/v1/budget-use/`` (the view builds the dict)."""
+
+    month_start = serializers.DateTimeField()
+    cutoff = serializers.DateTimeField(help_text="Hours are counted up to this instant.")
+    results = BudgetUseRowSerializer(many=True)
 
 
 class ChargebackReportSerializer(serializers.Serializer):

@@ -17,5 +17,6 @@ router.register("chargeback/statements", views.ChargebackStatementViewSet)
 urlpatterns = [
     path("chargeback/", views.ChargebackView.as_view(), name="chargeback"),
     path("usage/current/", views.CurrentUsageView.as_view(), name="usage-current"),
+    path("budget-use/", views.BudgetUseView.as_view(), name="budget-use"),
     *router.urls,
 ]

@@ -129,6 +129,54 @@ class CurrentUsageView(APIView):
         )
 
 
+class BudgetUseView(APIView):
+    """Budget use this month per visible team's budget: allocated hours of the budgeted resource
+    up to ``cutoff`` (the end of the newest rolled-up hour), the monthly budget and the percent.
+    The figure the team page, Reports, the alerts and /metrics show
+    (``monitoring.services.budget_use``). ``?team=<slug>`` narrows to one team (404 for one the
+    caller cannot see)."""
+
+    read_scopes = CHARGEBACK_SCOPES
+
+    @extend_schema(
+        parameters=[OpenApiParameter("team", OpenApiTypes.STR, description="a team's slug")],
+        responses={200: serializers.BudgetUseReportSerializer},
+    )
+    def get(self, request):
+        from django.utils import timezone
+
+        from monitoring.services import budget_cutoff, budget_use, month_start
+
+        teams = Team.objects.visible_to(request.user)
+        slug = request.query_params.get("team")
+        if slug is not None:
+            teams = teams.filter(slug=slug)
+            if not teams.exists():
+                raise NotFound({"team": [f"No such team: {slug}."]})
+        now = timezone.now()
+        uses = budget_use(now=now, teams=teams)
+        first = uses[0].month_start if uses else month_start(now)
+        cutoff = uses[0].cutoff if uses else budget_cutoff(now=now)
+        return Response(
+            {
+                "month_start": first.isoformat(),
+                "cutoff": cutoff.isoformat(),
+                "results": [
+                    {
+                        "team": use.team.slug,
+                        "resource": use.resource,
+                        "unit": use.unit,
+                        "month": f"{use.month_start:%Y-%m}",
+                        "allocated_hours": format(use.allocated_hours, "f"),
+                        "budget_hours": format(use.budget_hours, "f"),
+                        "percent": format(use.percent, "f"),
+                    }
+                    for use in uses
+                ],
+            }
+        )
+
+
 class WorkloadViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """Workloads (gangs, Volcano Jobs, pods grouped by owner) of visible teams in the newest
     collection, with why each waits (``wait_code``, ``wait_reason``)."""

@@ -17,8 +17,13 @@ The maths, for one record with bucket ``[s, e)`` and report window ``[S, E)``
        ``f = (b - a) / (e - s)`` (a bucket half inside the window contributes half of everything).
     2. Figures (``k`` = 1/2**30 for byte resources, else 1; ``A, U, G`` = the record's allocated,
        used and guarantee hours):
-       allocated = k*A*f;  guarantee = k*G*f;  unused guarantee = k*max(0, G - A)*f;
+       allocated = k*A*f;  guarantee = k*G*f;  unused guarantee = k*(G - C)*f;
        for GPU resources only: used = k*U*f and idle = k*max(0, A - U)*f.
+       ``C`` (the record's ``covered_hours``) is the part of the guarantee the *team's*
+       allocation of the resource filled in the bucket: the rollups compute it per team,
+       resource and hour as min(guarantee, the team's allocated hours over all its namespaces
+       and flavors), because a guarantee is a team-level figure while allocation rows are per
+       namespace and flavor. A record that does not carry it (None) covers min(G, A) of itself.
        Idle and unused guarantee are floored *per bucket*, so over-use in one hour never hides an
        idle reservation in another.
     3. Cost is charged on *allocation* (requests x time), not on utilization. ``[a, b)`` is cut at
@@ -61,7 +66,9 @@ from math import gcd
 from typing import Any
 
 __all__ = [
+    "COLUMN_DEFINITIONS",
     "CSV_COLUMNS",
+    "DEFAULT_GROUP_BY",
     "FIGURE_COLUMNS",
     "GROUP_FIELDS",
     "Budget",
@@ -84,6 +91,9 @@ __all__ = [
 ]
 
 GROUP_FIELDS: tuple[str, ...] = ("team", "cost_center", "resource", "flavor", "namespace")
+# The grouping when none is asked for (page, CSV and API): by team alone a line spans several
+# resources, whose hours do not add up, so it would show only its cost.
+DEFAULT_GROUP_BY: tuple[str, ...] = ("team", "resource")
 FIGURE_COLUMNS: tuple[str, ...] = (
     "unit",
     "allocated_hours",
@@ -95,6 +105,43 @@ FIGURE_COLUMNS: tuple[str, ...] = (
     "budget_used_pct",
     "unpriced_records",
 )
+# One line per figure column: what it means. The Reports page's help and docs/api.md show these
+# very sentences (a test checks both), so the page, the docs, the CSV and the API mean one thing.
+COLUMN_DEFINITIONS: dict[str, str] = {
+    "unit": "The billing unit of the line's hours: GPU-hour, core-hour, GiB-hour or device-hour.",
+    "allocated_hours": (
+        "Requests of the team's pods bound to nodes × time (requests × hours), in the line's unit;"
+        " what cost and budgets count."
+    ),
+    "used_hours": (
+        "Measured GPU use: GPU utilization × time from the node agents' samples, in GPU-hours"
+        " (GPU resources only)."
+    ),
+    "idle_hours": (
+        "Allocated GPU-hours not used, floored per rollup bucket: Σ max(allocated − used, 0);"
+        " the idle share is idle ÷ allocated hours."
+    ),
+    "guarantee_hours": (
+        "The team's guarantee (its reserved minimum, temporary grants included while active) ×"
+        " time, in the line's unit."
+    ),
+    "unused_guarantee_hours": (
+        "Guaranteed hours the team's allocation left empty: per hour, guarantee − min(guarantee,"
+        " the team's allocated hours over all its namespaces and flavors)."
+    ),
+    "cost": (
+        "Allocated hours × the rate card's price valid at each instant (the flavor's rate, else"
+        " the resource's), rounded to 0.01; hours with no rate cost 0."
+    ),
+    "budget_used_pct": (
+        "Allocated hours of a budgeted resource in the period ÷ the team's monthly budget × 100"
+        " (the highest month)."
+    ),
+    "unpriced_records": (
+        "Summed usage records that no rate card prices for part of their time (hours count,"
+        " cost 0)."
+    ),
+}
 # Every row carries every column so CSV headers never depend on the grouping; dimensions that are
 # not grouped on are "" (as is the flavor of a flavor-less resource).
 CSV_COLUMNS: tuple[str, ...] = GROUP_FIELDS + FIGURE_COLUMNS
@@ -123,6 +170,8 @@ class UsageRecord:
 
     Hours are in base units x hours (GPU-hours, core-hours, byte-hours). ``used_hours`` is the
     utilization-weighted figure for GPUs and 0 for other resources or when unknown.
+    ``covered_hours`` is how much of ``guarantee_hours`` the team's allocation covered (module
+    docstring, step 2); None means min(guarantee, allocated) of this record alone.
     """
 
     start: datetime
@@ -135,6 +184,7 @@ class UsageRecord:
     allocated_hours: Decimal
     used_hours: Decimal
     guarantee_hours: Decimal
+    covered_hours: Decimal | None = None
 
 
 @dataclass(frozen=True)
@@ -529,10 +579,13 @@ def _record_values(record: UsageRecord) -> tuple[Decimal, Decimal, Decimal, Deci
     """Return (allocated, used, idle, guarantee, unused guarantee) of one whole bucket.
 
     Raw record units (before clipping and the GiB conversion). Idle and unused guarantee are
-    floored at zero here, per bucket; used and idle are zero for non-GPU resources.
+    floored at zero here, per bucket; unused guarantee is the guarantee less what the team's
+    allocation covered (``covered_hours``, else the record's own allocation); used and idle are
+    zero for non-GPU resources.
     """
     allocated, guarantee = record.allocated_hours, record.guarantee_hours
-    unused_guarantee = guarantee - allocated if guarantee > allocated else _ZERO
+    covered = allocated if record.covered_hours is None else record.covered_hours
+    unused_guarantee = guarantee - covered if guarantee > covered else _ZERO
     if not is_gpu_resource(record.resource):
         return allocated, _ZERO, _ZERO, guarantee, unused_guarantee
     used = record.used_hours
@@ -757,8 +810,10 @@ def _check_period(start: datetime, end: datetime, what: str) -> None:
 
 def _check_record(record: UsageRecord) -> None:
     _check_period(record.start, record.end, "usage record")
-    for name in ("allocated_hours", "used_hours", "guarantee_hours"):
+    for name in ("allocated_hours", "used_hours", "guarantee_hours", "covered_hours"):
         value = getattr(record, name)
+        if value is None and name == "covered_hours":
+            continue
         if not isinstance(value, Decimal) or not value.is_finite() or value < 0:
             raise ChargebackError(f"{name} must be a finite, non-negative Decimal: {record!r}")
 
@@ -787,6 +842,8 @@ def _record_key(record: UsageRecord) -> tuple[Any, ...]:
         record.allocated_hours,
         record.used_hours,
         record.guarantee_hours,
+        record.covered_hours is None,
+        record.covered_hours or _ZERO,
     )
 
 

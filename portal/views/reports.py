@@ -28,7 +28,16 @@ from django.views.decorators.http import require_GET
 
 from monitoring import chargeback
 from monitoring.api.renderers import ChargebackCSVRenderer
-from monitoring.domain.chargeback import CSV_COLUMNS, FIGURE_COLUMNS, GROUP_FIELDS, ChargebackError
+from monitoring.domain.chargeback import (
+    COLUMN_DEFINITIONS,
+    CSV_COLUMNS,
+    DEFAULT_GROUP_BY,
+    FIGURE_COLUMNS,
+    GROUP_FIELDS,
+    ChargebackError,
+)
+from monitoring.services import budget_use
+from quotas.models import Team
 from quotas.querysets import is_site_admin
 
 CHART_LINES = 20
@@ -42,8 +51,8 @@ GROUP_LABELS = {
 FIGURE_LABELS = {
     "unit": "Unit",
     "allocated_hours": "Allocated hours",
-    "used_hours": "Used hours",
-    "idle_hours": "Idle hours",
+    "used_hours": "Used GPU-hours (measured)",
+    "idle_hours": "Idle GPU-hours",
     "guarantee_hours": "Guarantee hours",
     "unused_guarantee_hours": "Unused guarantee hours",
     "cost": "Cost",
@@ -109,7 +118,7 @@ class ReportForm(forms.Form):
             + ", ".join(GROUP_FIELDS)
             + "."
         },
-        help_text="Default: team.",
+        help_text="Default: team and resource (a line over several resources shows only cost).",
     )
 
     def clean_month(self) -> date | None:
@@ -142,7 +151,7 @@ class ReportForm(forms.Form):
                 self.add_error("end", "The end date is before the start date.")
             elif end + timedelta(days=1) - start > chargeback.MAX_PERIOD:
                 self.add_error("end", f"A report covers at most {chargeback.MAX_PERIOD.days} days.")
-        data["group_by"] = tuple(data.get("group_by") or ("team",))
+        data["group_by"] = tuple(data.get("group_by") or DEFAULT_GROUP_BY)
         return data
 
     def period(self, *, today: date) -> tuple[datetime, datetime]:
@@ -213,7 +222,7 @@ def _form(request) -> ReportForm:
     if not any(data.get(name) for name in ("month", "start", "end")):
         data["month"] = f"{timezone.now().astimezone(UTC):%Y-%m}"
     if "group_by" not in data:
-        data.setlist("group_by", ["team"])
+        data.setlist("group_by", list(DEFAULT_GROUP_BY))
     return ReportForm(data)
 
 
@@ -227,6 +236,29 @@ def _report(request, form: ReportForm):
         form.add_error(None, str(e))
         return None, start, end, group_by
     return result, start, end, group_by
+
+
+def _budgets(request, result, start: datetime, end: datetime) -> tuple[list[dict], datetime | None]:
+    """The budget table: this month's budget use (``monitoring.services.budget_use``, the figure
+    the team page, the API, alerts and /metrics show, with its cut-off) when the period is the
+    current month; else what each line consumed of each month's budget in the period."""
+    now = timezone.now()
+    if chargeback.month_bounds(now.astimezone(UTC).date()) != (start, end):
+        return result.budget_rows(), None
+    teams = Team.objects.visible_to(request.user)
+    uses = budget_use(now=now, teams=teams)
+    rows = [
+        {
+            "team": use.team.slug,
+            "resource": use.resource,
+            "start": use.month_start.isoformat(),
+            "limit_hours": format(use.budget_hours, "f"),
+            "allocated_hours": format(use.allocated_hours, "f"),
+            "used_pct": format(use.percent, "f"),
+        }
+        for use in uses
+    ]
+    return rows, (uses[0].cutoff if uses else None)
 
 
 @login_required
@@ -249,12 +281,14 @@ def reports(request):
         if result is not None:
             rows = result.rows()
             query = _api_query(start, end, group_by)
+            budgets, budget_cutoff = _budgets(request, result, start, end)
             context.update(
                 {
                     "result": result,
                     "rows": rows,
                     "total": result.total_row(),
-                    "budgets": result.budget_rows(),
+                    "budgets": budgets,
+                    "budget_cutoff": budget_cutoff,
                     "start": start,
                     "end": end,
                     "last_day": end - timedelta(days=1),
@@ -263,12 +297,18 @@ def reports(request):
                         {"name": name, "label": GROUP_LABELS[name]} for name in group_by
                     ],
                     "figure_columns": [
-                        {"name": name, "label": FIGURE_LABELS[name]} for name in FIGURE_COLUMNS
+                        {
+                            "name": name,
+                            "label": FIGURE_LABELS[name],
+                            "definition": COLUMN_DEFINITIONS[name],
+                        }
+                        for name in FIGURE_COLUMNS
                     ],
                     "table": [
                         {
                             "keys": [row[name] for name in group_by],
                             "figures": [row[name] for name in FIGURE_COLUMNS],
+                            "attrs": [(name.replace("_", "-"), row[name]) for name in CSV_COLUMNS],
                         }
                         for row in rows
                     ],

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from monitoring.choices import AlertStatus, RollupPeriod
 from monitoring.models import UsageRollup, UsageSample
-from monitoring.services import current_gpu_alerts, month_to_date_hours
+from monitoring.services import BudgetUse, budget_use, current_gpu_alerts
 from monitoring.usage import current_usage, subtree_ids
 from monitoring.workloads import team_workloads_context
 from quotas import members as member_services
@@ -101,23 +101,9 @@ def _usage_chart(team: Team, quotas: dict[str, TeamQuota], *, now: datetime) -> 
     return {"charts": charts}
 
 
-def _budget_rows(team: Team, *, now: datetime) -> list[dict]:
-    budgets = list(team.budgets.all())
-    if not budgets:
-        return []
-    used = month_to_date_hours(now=now)
-    rows = []
-    for budget in budgets:
-        hours = used.get((team.pk, budget.resource), Decimal(0))
-        rows.append(
-            {
-                "budget": budget,
-                "used": hours,
-                "fraction": hours / budget.monthly_hours if budget.monthly_hours else None,
-                "over": hours >= budget.monthly_hours,
-            }
-        )
-    return rows
+def _budget_rows(team: Team, *, now: datetime) -> list[BudgetUse]:
+    """The team's budget use this month: ``monitoring.services.budget_use``, as everywhere."""
+    return budget_use(now=now, teams=[team])
 
 
 @login_required

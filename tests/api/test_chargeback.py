@@ -120,7 +120,8 @@ def test_the_hand_computed_month_comes_out_in_json_and_the_same_in_csv(may, clie
             "start": "2025-05-01T00:00:00+00:00",
             "end": "2025-06-01T00:00:00+00:00",
             "limit_hours": "100.000",
-            "used_hours": "72.0000",
+            "allocated_hours": "72.0000",
+            "used_hours": "72.0000",  # the former name of allocated_hours
             "used_pct": "72.00",
         }
     ]
@@ -134,8 +135,18 @@ def test_the_hand_computed_month_comes_out_in_json_and_the_same_in_csv(may, clie
         assert parsed == body["rows"]
 
 
-def test_grouping_by_team_gives_cost_only_and_the_same_total(may, client_as):
+def test_the_default_grouping_is_team_and_resource_so_every_line_has_hours(may, client_as):
     body = client_as("admin").get(URL, MAY).json()
+    assert body["group_by"] == ["team", "resource"]
+    assert [(r["team"], r["resource"], r["allocated_hours"]) for r in body["rows"]] == [
+        ("team-a", "cpu", "100.0000"),
+        ("team-a", GPU, "72.0000"),
+        ("team-b", GPU, "10.0000"),
+    ]
+
+
+def test_grouping_by_team_gives_cost_only_and_the_same_total(may, client_as):
+    body = client_as("admin").get(URL, MAY | {"group_by": "team"}).json()
     assert [(r["team"], r["allocated_hours"], r["cost"]) for r in body["rows"]] == [
         ("team-a", "", "184.00"),
         ("team-b", "10.0000", "25.00"),  # a single resource: hours add up
@@ -158,7 +169,7 @@ def test_grouping_by_team_gives_cost_only_and_the_same_total(may, client_as):
     ],
 )
 def test_each_reader_sees_only_their_teams_rows(may, client_as, role, teams):
-    body = client_as(role).get(URL, MAY).json()
+    body = client_as(role).get(URL, MAY | {"group_by": "team"}).json()
     assert [r["team"] for r in body["rows"]] == teams
     if teams == ["team-a"]:
         assert body["total"]["cost"] == "184.00"

@@ -458,6 +458,7 @@ ROUTES: dict[str, Route] = {
     ),
     "monitoring-api:usagesample-list": r(GET=API_LIST),
     "monitoring-api:usage-current": r(query={"team": "team-a"}, GET=API_TEAM_A),
+    "monitoring-api:budget-use": r(query={"team": "team-a"}, GET=API_TEAM_A_CB),
     "monitoring-api:usagesample-detail": r(lambda w: {"pk": w.usage_sample.pk}, GET=API_TEAM_A),
     "monitoring-api:usagerollup-list": r(GET=API_CHARGEBACK),
     "monitoring-api:usagerollup-detail": r(lambda w: {"pk": w.rollup.pk}, GET=API_TEAM_A_CB),

@@ -183,7 +183,10 @@ def test_a_scrape_runs_the_same_number_of_queries_for_more_teams(world, cast):
     with CaptureQueriesContext(connection) as after:
         list(build_registry().collect())
 
-    assert len(after.captured_queries) == len(before.captured_queries) == 17
+    # 17, plus budget use read through the chargeback report (budget_use: cut-off, budgets, and
+    # the report's constant number of queries, which depends only on the clock: whether the month
+    # so far has whole days, whole hours, and which database).
+    assert len(after.captured_queries) == len(before.captured_queries) <= 24
 
 
 # ---------------------------------------------------------------- per GPU

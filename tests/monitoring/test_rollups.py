@@ -295,9 +295,10 @@ def test_rollup_usage_also_writes_the_month_of_the_days_it_touched(samples):
     assert result.monthly == 3
     a, b = samples.team_a.pk, samples.team_b.pk
     may = at(0)  # 2025-05-01: the month and its first day start together
-    # One day so far: the month is that day, plus the per-day floors min(G, A) and min(A, U).
+    # One day so far: the month is that day, plus what the team's allocation covered of its
+    # guarantee (the 9.5 H100 GPU-hours, on the guarantee row) and the floor min(A, U).
     assert month_rows() == [
-        (may, "team-a-ml", GPU, "", a, D(0), D(1), D(0), D(40), D(0), D(0), None, 0),
+        (may, "team-a-ml", GPU, "", a, D(0), D(1), D(0), D(40), D("9.5"), D(0), None, 0),
         (may, "team-a-ml", GPU, H100, a, D("9.5"), D(0), D("0.316667"), D(0), D(0),
          D("0.316667"), 31.6667, 4),
         (may, "team-b-ml", GPU, "", b, D(0), D(0), D(0), D(60), D(0), D(0), None, 0),

@@ -102,7 +102,7 @@ def test_the_page_the_csv_and_the_api_show_the_same_numbers(client, may, group_b
 def test_the_table_shows_the_api_strings(client, may):
     client.force_login(may.root)
 
-    response = client.get(PAGE, MAY)
+    response = client.get(PAGE, MAY | {"group_by": "team"})
 
     body = response.content.decode()
     by_team = {row["team"]: row for row in page_rows(response)}
@@ -134,13 +134,13 @@ def test_the_api_style_comma_separated_grouping_is_accepted(client, may):
     assert response.context["group_by"] == ("team", "resource")
 
 
-def test_without_parameters_the_current_month_by_team_is_shown(client, cast):
+def test_without_parameters_the_current_month_by_team_and_resource_is_shown(client, cast):
     client.force_login(cast.root)
 
     response = client.get(PAGE)
 
     assert response.status_code == 200
-    assert response.context["group_by"] == ("team",)
+    assert response.context["group_by"] == ("team", "resource")
     assert response.context["start"].day == 1
     assert b"No usage recorded" in response.content
 
@@ -232,7 +232,7 @@ def test_a_rate_card_problem_is_a_form_error_not_a_crash(client, may):
 def test_the_chart_data_is_embedded_as_json_for_fairshare_js(client, may):
     client.force_login(may.root)
 
-    response = client.get(PAGE, MAY)
+    response = client.get(PAGE, MAY | {"group_by": "team"})
 
     body = response.content.decode()
     assert '<script id="report-chart" type="application/json">' in body
