@@ -117,9 +117,9 @@ _ASKS = {
 }
 _WHAT = {
     "more": "more quota",
-    "less": "less quota (a cut)",
+    "less": "a cut (less quota)",
     "mixed": "a quota change (some amounts up, some down)",
-    "same": "the same quota",
+    "same": "no change",
 }
 
 
@@ -150,8 +150,8 @@ def _lines(request: QuotaRequest, *, approved: bool = False) -> str:
             g, lim = line.approved_guarantee, line.approved_limit
             if (g, lim) != (line.guarantee, line.limit):
                 asked = (
-                    f" (asked: guarantee {mailtext.amount(line.guarantee, res)}, "
-                    f"limit {mailtext.amount(line.limit, res, limit=True)})"
+                    f" — asked: guarantee {mailtext.amount(line.guarantee, res)}, "
+                    f"limit {mailtext.amount(line.limit, res, limit=True)}"
                 )
         rows.append(
             f"  {mailtext.resource_name(res)}: "
@@ -237,20 +237,19 @@ def _decision(request: QuotaRequest, who: str) -> tuple[str, str]:
     if request.status == QuotaRequestStatus.REJECTED:
         what = _WHAT[request_direction(request)]
         return "was rejected", (
-            f"{who} rejected request #{request.pk} ({what}) for team {request.team.name} on "
-            f"{at}; the team's quota stays as it was. It asked for ({_window(request)}):\n"
+            f"{who} rejected request #{request.pk} from team {request.team.name} on {at}: "
+            f"{what}. The team's quota stays as it was. It asked for ({_window(request)}):\n"
             f"{_lines(request)}"
         )
     if request.status == QuotaRequestStatus.WITHDRAWN:
         what = _WHAT[request_direction(request)]
         return "was withdrawn", (
-            f"{who} withdrew request #{request.pk} ({what}) for team {request.team.name} on "
-            f"{at}; nothing changed. It asked for ({_window(request)}):\n{_lines(request)}"
+            f"{who} withdrew request #{request.pk} from team {request.team.name} on {at}: "
+            f"{what}. Nothing changed. It asked for ({_window(request)}):\n{_lines(request)}"
         )
     what = _WHAT[request_direction(request, approved=True)]
     adjusted = _adjusted(request)
     verb = "was approved with changes" if adjusted else "was approved"
-    how = "approved, with changes," if adjusted else "approved"
     if (
         request.status == QuotaRequestStatus.APPROVED
         and request.window_start
@@ -269,8 +268,9 @@ def _decision(request: QuotaRequest, who: str) -> tuple[str, str]:
     else:
         when = "It is permanent."
     return verb, (
-        f"{who} {how} request #{request.pk} ({what}) for team {request.team.name} on {at}. "
-        f"{when}\n{_lines(request, approved=True)}"
+        f"{who} approved request #{request.pk} from team {request.team.name} on {at}"
+        f"{', with changes' if adjusted else ''}: {what}. {when}\n"
+        f"{_lines(request, approved=True)}"
     )
 
 

@@ -74,7 +74,7 @@ def test_a_decision_reaches_the_requester_and_the_leads_with_the_note(
     (message,) = mail.outbox
     assert message.to == ["alice@example.org"]
     assert "was approved" in message.subject
-    assert "GPUs: guarantee 20 → 25, limit 40 → 50 (asked: guarantee 30, limit 50)" in message.body
+    assert "GPUs: guarantee 20 → 25, limit 40 → 50 — asked: guarantee 30, limit 50" in message.body
     assert "Granted for Q3." in message.body
     poster.assert_called_once()
 

@@ -100,8 +100,8 @@ def test_a_change_has_one_direction_where_every_amount_moves_the_same_way(pairs,
     ("guarantee", "limit", "asks", "what"),
     [
         ("30", "50", "asks for more quota", "more quota"),
-        ("10", "40", "asks for less quota (a cut)", "less quota (a cut)"),
-        ("10", "30", "asks for less quota (a cut)", "less quota (a cut)"),
+        ("10", "40", "asks for less quota (a cut)", "a cut (less quota)"),
+        ("10", "30", "asks for less quota (a cut)", "a cut (less quota)"),
         ("30", "30", "asks to change the quota (some amounts up, some down)", "a quota change"),
     ],
 )
@@ -131,9 +131,9 @@ def test_a_decision_on_a_cut_says_what_was_decided(
 
     (message,) = mail.outbox
     assert message.subject == f"[Fairshare] Quota request #{req.pk} for team-a was approved"
-    assert f"root approved request #{req.pk} (less quota (a cut)) for team Team A" in message.body
+    assert f"root approved request #{req.pk} from team Team A on " in message.body
+    assert " UTC: a cut (less quota). It is permanent." in message.body
     assert "GPUs: guarantee 20 → 10, limit 40 (unchanged)" in message.body
-    assert "It is permanent." in message.body
     assert "more quota" not in message.body
     assert links_open_for_their_recipients(client, message) == [f"{BASE}/requests/{req.pk}/"]
 
@@ -147,8 +147,8 @@ def test_an_adjusted_approval_says_it_was_approved_with_changes(
 
     (message,) = mail.outbox
     assert message.subject.endswith("was approved with changes")
-    assert "root approved, with changes, request" in message.body
-    assert "guarantee 20 → 25, limit 40 → 50 (asked: guarantee 30, limit 50)" in message.body
+    assert " UTC, with changes: more quota." in message.body
+    assert "guarantee 20 → 25, limit 40 → 50 — asked: guarantee 30, limit 50" in message.body
 
 
 def test_a_rejection_and_a_withdrawal_say_nothing_changed(cast, django_capture_on_commit_callbacks):
@@ -159,12 +159,12 @@ def test_a_rejection_and_a_withdrawal_say_nothing_changed(cast, django_capture_o
 
     no, back = mail.outbox
     assert no.subject.endswith("was rejected")
-    assert f"root rejected request #{rejected.pk} (more quota)" in no.body
-    assert "the team's quota stays as it was" in no.body
+    assert f"root rejected request #{rejected.pk} from team Team A on " in no.body
+    assert " UTC: more quota. The team's quota stays as it was." in no.body
     assert "Note: Not now." in no.body
     assert back.subject.endswith("was withdrawn")
-    assert f"alice withdrew request #{withdrawn.pk} (less quota (a cut))" in back.body
-    assert "nothing changed" in back.body
+    assert f"alice withdrew request #{withdrawn.pk} from team Team A on " in back.body
+    assert " UTC: a cut (less quota). Nothing changed." in back.body
 
 
 def test_a_scheduled_grant_says_when_it_starts_and_ends_in_utc(
