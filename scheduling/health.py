@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
 
+from quotas.mailtext import absolute_url, human_time
 from quotas.quantities import amount_words
 
 __all__ = ["Banner", "banner", "explain_share_error", "share_failed"]
@@ -125,8 +126,8 @@ def share_failed(failure) -> bool:
         return False
     ShareFailure.objects.filter(pk=failure.pk).update(notified=True)
     why = explain_share_error(failure.error)
-    since = failure.failed_at.isoformat(timespec="minutes")
-    last = last_good.computed_at.isoformat(timespec="minutes") if last_good else "never"
+    since = human_time(failure.failed_at)
+    last = human_time(last_good.computed_at) if last_good else "never"
     subject = "[Fairshare] Fair shares are stale: the computation failed"
     body = (
         f"Fair shares could not be computed at {since}: {why}\n\n"
@@ -135,9 +136,7 @@ def share_failed(failure) -> bool:
         "per failure episode, not for every retry.\n\n"
         f"Solver message: {failure.error}"
     )
-    base = getattr(settings, "FAIRSHARE_BASE_URL", "").rstrip("/")
-    if base:
-        body += f"\n\n{base}{reverse('home')}"
+    body += f"\n\n{absolute_url(reverse('home'))}"
 
     def send() -> None:
         from quotas.webhook import post_webhook
