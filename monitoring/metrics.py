@@ -23,7 +23,7 @@ Metrics (gauges):
   ``fairshare_fair_share{team}``, ``fairshare_fair_allocation{team,resource}``: the latest
   ShareComputation, if any; ``fairshare_shares_computed_timestamp_seconds``
 * ``fairshare_shares_stale``: 1 while the fair shares are stale (a computation failed after the
-  latest successful one, ``scheduling.services.share_health``), else 0;
+  latest successful one, ``scheduling.health.share_health``), else 0;
   ``fairshare_share_failures``: failed computations since the latest success;
   ``fairshare_shares_stale_since_timestamp_seconds`` (only while stale: the first failure) and
   ``fairshare_shares_last_success_timestamp_seconds`` (once one succeeded)
@@ -260,7 +260,7 @@ class FairshareCollector(Collector):
         yield computed
 
     def _share_health(self) -> Iterator[Metric]:
-        from scheduling.services import share_health
+        from scheduling.health import share_health
 
         health = share_health()  # two queries
         stale = _gauge(

@@ -2,7 +2,7 @@
 show, and the one notification admins get per failure episode.
 
 An *episode* runs from the first failed share computation after the latest successful one to the
-next success (``scheduling.services.share_health``). ``share_failed`` is called by
+next success (``share_health`` below). ``share_failed`` is called by
 ``compute_shares`` for every failure; only the episode's first failure notifies (its
 ``ShareFailure.notified`` is set), so a computation retried every minute sends one email, not
 sixty. Delivery is after commit and best effort (logged, never raised), as quota notifications.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
@@ -22,11 +22,21 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
 from django.urls import reverse
+from django.utils import timezone
 
 from quotas.mailtext import absolute_url, human_time
 from quotas.quantities import amount_words
+from scheduling.models import ShareComputation, ShareFailure
 
-__all__ = ["Banner", "banner", "explain_share_error", "share_failed"]
+__all__ = [
+    "Banner",
+    "ShareHealth",
+    "banner",
+    "explain_share_error",
+    "prune_share_failures",
+    "share_failed",
+    "share_health",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +101,6 @@ class Banner:
 def banner(health=None) -> Banner | None:
     """The banner for ``health`` (default: ``share_health()``, two queries), or None."""
     if health is None:
-        from scheduling.services import share_health
-
         health = share_health()
     if not health.stale:
         return None
@@ -116,8 +124,6 @@ def _admin_emails() -> list[str]:
 def share_failed(failure) -> bool:
     """Notify the admins if ``failure`` (a saved ShareFailure) opens a stale episode; return
     whether it did. Marks the failure ``notified`` so later failures of the episode stay quiet."""
-    from scheduling.models import ShareComputation, ShareFailure
-
     last_good = ShareComputation.objects.order_by("-computed_at", "-id").first()
     episode = ShareFailure.objects.exclude(pk=failure.pk)
     if last_good is not None:
@@ -151,3 +157,54 @@ def share_failed(failure) -> bool:
 
     transaction.on_commit(send)
     return True
+
+
+@dataclass(frozen=True)
+class ShareHealth:
+    """Whether the latest fair shares are current.
+
+    ``stale``: a computation failed after the latest successful one; ``since``: the first such
+    failure; ``error``: the latest failure's message; ``failures``: how many failed since the last
+    success; ``last_good``: the latest successful computation (None before the first).
+    """
+
+    stale: bool
+    since: datetime | None = None
+    error: str = ""
+    failures: int = 0
+    last_good: ShareComputation | None = None
+    latest_failure_id: int | None = None
+
+
+def share_health() -> ShareHealth:
+    """The share status that the dashboard banner, /metrics and the sync's stale flag read.
+
+    Two queries."""
+    last_good = ShareComputation.objects.order_by("-computed_at", "-id").first()
+    failures = ShareFailure.objects.order_by("-failed_at", "-id")
+    if last_good is not None:
+        failures = failures.filter(failed_at__gte=last_good.computed_at)
+    rows = list(failures.values("id", "failed_at", "error")[:1000])
+    if not rows:
+        return ShareHealth(stale=False, last_good=last_good)
+    return ShareHealth(
+        stale=True,
+        since=rows[-1]["failed_at"],
+        error=rows[0]["error"],
+        failures=len(rows),
+        last_good=last_good,
+        latest_failure_id=rows[0]["id"],
+    )
+
+
+def prune_share_failures(*, keep_days: int = 30, now: datetime | None = None) -> int:
+    """Delete failures older than ``keep_days``, except those of the current stale episode."""
+    if keep_days < 0:
+        raise ValueError("keep_days must be >= 0")
+    cutoff = (now or timezone.now()) - timedelta(days=keep_days)
+    last_good = ShareComputation.objects.order_by("-computed_at", "-id").first()
+    if last_good is None:  # never computed: every failure is the current episode
+        return 0
+    old = ShareFailure.objects.filter(failed_at__lt=min(cutoff, last_good.computed_at))
+    deleted, _ = old.delete()
+    return deleted

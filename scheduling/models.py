@@ -31,7 +31,7 @@ class ShareFailure(models.Model):
     """A share computation that could not run: the quotas made an invalid DRF problem.
 
     Shares are stale from the first failure after the latest ShareComputation until the next
-    successful one (``scheduling.services.share_health``). ``notified`` marks the failure whose
+    successful one (``scheduling.health.share_health``). ``notified`` marks the failure whose
     episode admins were told about (one notification per episode).
     """
 

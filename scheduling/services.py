@@ -42,13 +42,11 @@ from scheduling.shares import (
 
 __all__ = [
     "Flag",
-    "ShareHealth",
     "TeamOutcome",
     "TeamShare",
     "WhatIf",
     "compute_shares",
     "prune_share_history",
-    "share_health",
     "solve_problem",
     "team_shares",
     "what_if",
@@ -242,7 +240,7 @@ def compute_shares(*, trigger: str = "schedule", now: datetime | None = None) ->
 
     Every call records a new computation. Raises NoCapacity when no capacity was ever collected,
     ShareProblemError when the quotas make an invalid problem: then only a ShareFailure is
-    written (the shares are stale, see ``share_health``).
+    written (the shares are stale, see ``scheduling.health.share_health``).
     """
     now = now or timezone.now()
     started = time.perf_counter()
@@ -250,7 +248,7 @@ def compute_shares(*, trigger: str = "schedule", now: datetime | None = None) ->
         return _compute_shares(trigger=trigger, now=now, started=started)
     except ShareProblemError as e:
         # Recorded outside the rolled-back transaction: shares are now stale, and
-        # share_health() says since when and why.
+        # scheduling.health.share_health() says since when and why.
         failure = ShareFailure.objects.create(failed_at=now, trigger=trigger[:64], error=str(e))
         share_failed(failure)  # admins hear of it once per episode
         raise
@@ -302,57 +300,6 @@ def prune_share_history(*, keep_days: int = 30, now: datetime | None = None) -> 
     with transaction.atomic():
         _, per_model = old.delete()
     return per_model.get(ShareComputation._meta.label, 0)
-
-
-@dataclass(frozen=True)
-class ShareHealth:
-    """Whether the latest fair shares are current.
-
-    ``stale``: a computation failed after the latest successful one; ``since``: the first such
-    failure; ``error``: the latest failure's message; ``failures``: how many failed since the last
-    success; ``last_good``: the latest successful computation (None before the first).
-    """
-
-    stale: bool
-    since: datetime | None = None
-    error: str = ""
-    failures: int = 0
-    last_good: ShareComputation | None = None
-    latest_failure_id: int | None = None
-
-
-def share_health() -> ShareHealth:
-    """The share status that the dashboard banner, /metrics and the sync's stale flag read.
-
-    Two queries."""
-    last_good = ShareComputation.objects.order_by("-computed_at", "-id").first()
-    failures = ShareFailure.objects.order_by("-failed_at", "-id")
-    if last_good is not None:
-        failures = failures.filter(failed_at__gte=last_good.computed_at)
-    rows = list(failures.values("id", "failed_at", "error")[:1000])
-    if not rows:
-        return ShareHealth(stale=False, last_good=last_good)
-    return ShareHealth(
-        stale=True,
-        since=rows[-1]["failed_at"],
-        error=rows[0]["error"],
-        failures=len(rows),
-        last_good=last_good,
-        latest_failure_id=rows[0]["id"],
-    )
-
-
-def prune_share_failures(*, keep_days: int = 30, now: datetime | None = None) -> int:
-    """Delete failures older than ``keep_days``, except those of the current stale episode."""
-    if keep_days < 0:
-        raise ValueError("keep_days must be >= 0")
-    cutoff = (now or timezone.now()) - timedelta(days=keep_days)
-    last_good = ShareComputation.objects.order_by("-computed_at", "-id").first()
-    if last_good is None:  # never computed: every failure is the current episode
-        return 0
-    old = ShareFailure.objects.filter(failed_at__lt=min(cutoff, last_good.computed_at))
-    deleted, _ = old.delete()
-    return deleted
 
 
 # --------------------------------------------------------------------------- what-if

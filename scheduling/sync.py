@@ -150,6 +150,7 @@ UNREACHABLE_AFTER = 3
 PROGRESS_INTERVAL = 2.0  # seconds between progress/heartbeat writes
 RETRY_ATTEMPTS = 5
 _ADVISORY_LOCK_KEY = 0x0FA1_5C00  # "sync claims" (quotas uses 0x0FA125A5 for capacity)
+SYNC_TASK = "scheduling.tasks.sync_cluster"  # the task that runs a queued SyncRun
 
 
 class SyncError(DomainError):
@@ -220,13 +221,19 @@ def start_sync(
     return run
 
 
+def _sync_task():
+    """The ``sync_cluster`` Celery task, looked up by name in the app's registry (the task
+    module imports this one; importing it back would be a circle)."""
+    from celery import current_app
+
+    return current_app.tasks[SYNC_TASK]
+
+
 def _enqueue(run_id: int) -> None:
     from kombu.exceptions import OperationalError
 
-    from scheduling.tasks import sync_cluster
-
     try:
-        sync_cluster.delay(run_id=run_id)
+        _sync_task().delay(run_id=run_id)
     except (OperationalError, OSError) as e:
         log.exception("could not enqueue sync run #%s", run_id)
         SyncRun.objects.filter(pk=run_id, status=SyncStatus.QUEUED).update(
@@ -472,8 +479,6 @@ def _dispatch_follow_up(*, exclude: int | None = None) -> int | None:
     """
     from kombu.exceptions import OperationalError
 
-    from scheduling.tasks import sync_cluster
-
     pending = SyncRun.objects.filter(status=SyncStatus.QUEUED, error="")
     if exclude is not None:
         pending = pending.exclude(pk=exclude)
@@ -481,7 +486,7 @@ def _dispatch_follow_up(*, exclude: int | None = None) -> int | None:
     if next_id is None:
         return None
     try:
-        sync_cluster.delay(run_id=next_id)
+        _sync_task().delay(run_id=next_id)
     except (OperationalError, OSError):
         log.exception("could not enqueue the follow-up sync run #%s", next_id)
     return next_id
@@ -967,7 +972,7 @@ def _share_source(run: SyncRun) -> list[str]:
     Queues keep the last good fair allocation (the renderer falls back to the guarantee when
     there has never been one).
     """
-    from scheduling.services import share_health
+    from scheduling.health import share_health
 
     health = share_health()
     run.share_computation = health.last_good

@@ -86,13 +86,13 @@ def compute_shares(trigger: str = "schedule") -> dict[str, Any]:
 @shared_task(name="scheduling.tasks.prune_history")
 def prune_history() -> dict[str, int]:
     """Bound share and sync history (beat, daily)."""
-    from scheduling import services, sync
+    from scheduling import health, services, sync
 
     return {
         "share_computations": services.prune_share_history(
             keep_days=settings.FAIRSHARE_SHARE_HISTORY_DAYS
         ),
-        "share_failures": services.prune_share_failures(
+        "share_failures": health.prune_share_failures(
             keep_days=settings.FAIRSHARE_SHARE_HISTORY_DAYS
         ),
         "sync_runs": sync.prune_sync_history(keep_days=settings.FAIRSHARE_SYNC_HISTORY_DAYS),

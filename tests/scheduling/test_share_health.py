@@ -12,8 +12,9 @@ from django.utils import timezone
 from quotas.models import TeamQuota
 from scheduling import tasks
 from scheduling.exceptions import ShareProblemError
+from scheduling.health import prune_share_failures, share_health
 from scheduling.models import ShareComputation, ShareFailure
-from scheduling.services import compute_shares, prune_share_failures, share_health
+from scheduling.services import compute_shares
 from tests.base import GPU
 
 NOW = timezone.now().replace(microsecond=0)
