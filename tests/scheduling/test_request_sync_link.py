@@ -163,3 +163,17 @@ def test_a_pending_request_names_no_sync(cast, client):
     page = client.get(reverse("portal:quotarequest", args=[req.pk])).content.decode()
 
     assert "Applied by" not in page
+
+
+def test_the_sync_api_gives_the_requests_a_run_applied_to_admins_only(cast, client):
+    req = submit(cast)
+    quota_services.approve_request(req.pk, approver=cast.root)
+    run = create_run(teams=["team-a"], quota_requests=[req.pk])
+    url = reverse("scheduling-api:syncrun-detail", args=[run.pk])
+
+    client.force_login(cast.root)
+    assert client.get(url).json()["quota_requests"] == [req.pk]
+    listed = client.get(reverse("scheduling-api:syncrun-list")).json()["results"]
+    assert [r["quota_requests"] for r in listed] == [[req.pk]]
+    client.force_login(cast.alice)
+    assert client.get(url).status_code == 403
