@@ -428,7 +428,10 @@ FAIRSHARE_BUDGET_THRESHOLDS = [
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))  # for the file backend
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "fairshare@localhost")
-FAIRSHARE_BASE_URL = env_str("FAIRSHARE_BASE_URL", "")  # for links in notifications
+# The address people open Fairshare at: notifications, /metrics and alerts link to pages under it.
+FAIRSHARE_BASE_URL = env_str("FAIRSHARE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+if not FAIRSHARE_BASE_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured("FAIRSHARE_BASE_URL must be an http:// or https:// address.")
 # The team is reminded this many days before a temporary grant ends (0: no reminders).
 FAIRSHARE_GRANT_REMINDER_DAYS = env_int("FAIRSHARE_GRANT_REMINDER_DAYS", 2, min_value=0)
 # The approval queue highlights requests waiting at least this many days.

@@ -15,7 +15,9 @@ from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
+from quotas import notify
 from quotas.choices import AuditVerb
 from quotas.exceptions import PermissionDenied
 from quotas.models import PriorityTier, Team, TeamQuota
@@ -119,7 +121,9 @@ def rebalance(changes: Mapping[str, Mapping], *, actor, note: str = "") -> Rebal
        guarantees through ``set_team_quota`` — decreases first, so no intermediate state is
        over capacity;
     4. after commit, ``quota_changed`` fires once for every team touched (quotas, weights and
-       tiers), which recomputes shares and then syncs the cluster.
+       tiers), which recomputes shares and then syncs the cluster; each team whose quota,
+       weight or tier changed has its leads told what changed, from → to
+       (``notify.rebalanced``).
 
     Unchanged values are skipped. Raises PermissionDenied (not an admin), ValidationError keyed
     ``<slug>.weight``, ``<slug>.tier`` or ``<slug>.guarantee.<resource>`` (nothing saved),
@@ -209,7 +213,35 @@ def rebalance(changes: Mapping[str, Mapping], *, actor, note: str = "") -> Rebal
                     limit=limit,
                     actor=actor,
                     note=note or f"rebalance: guarantee {format_quantity(amount, resource)}",
+                    announce=False,
                 )
                 result.quotas.append((team.slug, resource))
             notify_quota_changed([team.pk for team, _ in team_updates], "rebalance")
+        _announce(team_updates, quota_updates, actor=actor, note=note)
     return result
+
+
+def _announce(team_updates, quota_updates, *, actor, note: str) -> None:
+    """One notice per team whose quota, weight or tier changed, to its leads (after commit):
+    from → to for each."""
+    now = timezone.now()
+    quota_changes: dict[int, dict] = {}
+    for team, resource, amount, limit, old in quota_updates:
+        quota_changes.setdefault(team.pk, {})[resource] = ((old, limit), (amount, limit))
+    setting_changes: dict[int, dict] = {}
+    for team, before in team_updates:
+        after = _team_state(team)
+        setting_changes[team.pk] = {
+            key: (str(before[key] or "none"), str(after[key] or "none"))
+            for key in ("weight", "tier")
+        }
+    teams = {team.pk: team for team, *_ in [*quota_updates, *team_updates]}
+    for team_id, team in sorted(teams.items(), key=lambda item: item[1].slug):
+        notify.rebalanced(
+            team,
+            quota_changes.get(team_id, {}),
+            settings_changed=setting_changes.get(team_id),
+            actor=actor,
+            note=note,
+            at=now,
+        )

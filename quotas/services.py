@@ -134,26 +134,34 @@ def coalesced_quota_changes(reason: str):
     if outer is not None:  # nested: the outermost block sends
         yield
         return
-    _batch.team_ids = set()
+    _batch.team_ids, _batch.request_ids = set(), set()
     try:
         yield
-        ids = sorted(_batch.team_ids)
+        ids, request_ids = sorted(_batch.team_ids), sorted(_batch.request_ids)
     finally:
-        _batch.team_ids = None
+        _batch.team_ids = _batch.request_ids = None
     if ids:
-        transaction.on_commit(
-            lambda: quota_changed.send(sender=QuotaRequest, team_ids=ids, reason=reason)
-        )
+        _send_quota_changed(ids, reason, request_ids)
 
 
-def notify_quota_changed(team_ids: Iterable[int], reason: str) -> None:
+def notify_quota_changed(
+    team_ids: Iterable[int], reason: str, *, request_ids: Iterable[int] = ()
+) -> None:
+    """Send ``quota_changed`` after commit for ``team_ids``; ``request_ids`` are the quota
+    requests whose amounts this change applies (the sync it starts records them)."""
     pending = getattr(_batch, "team_ids", None)
     if pending is not None:
         pending.update(team_ids)
+        _batch.request_ids.update(request_ids)
         return
-    ids = sorted(set(team_ids))
+    _send_quota_changed(sorted(set(team_ids)), reason, sorted(set(request_ids)))
+
+
+def _send_quota_changed(team_ids: list[int], reason: str, request_ids: list[int]) -> None:
     transaction.on_commit(
-        lambda: quota_changed.send(sender=QuotaRequest, team_ids=ids, reason=reason)
+        lambda: quota_changed.send(
+            sender=QuotaRequest, team_ids=team_ids, reason=reason, request_ids=request_ids
+        )
     )
 
 
@@ -814,6 +822,9 @@ def approve_request(
         request.decided_at = now
         request.decision_note = note
         request.preview = preview or {}
+        # A grant whose window has not opened changes nothing yet: it is applied (and the sync
+        # that applies it recorded) when it activates.
+        applied: list[int] = []
         if request.window_start is not None and request.window_start > now:
             request.status = QuotaRequestStatus.APPROVED
             overrides = {}
@@ -836,6 +847,7 @@ def approve_request(
             )
         else:
             _apply_lines(request, now=now)
+            applied = [request.pk]
             request.status = (
                 QuotaRequestStatus.ACTIVE if request.is_temporary else QuotaRequestStatus.APPROVED
             )
@@ -850,7 +862,7 @@ def approve_request(
             after=quota_state(request.team) | {"request": request_state(request)},
             note=f"{SOD_EXCEPTION_NOTE} {note}".strip() if self_decided else note,
         )
-        notify_quota_changed([request.team_id], "approve")
+        notify_quota_changed([request.team_id], "approve", request_ids=applied)
         notify.request_decided(request, actor=approver)
     return request
 
@@ -962,7 +974,7 @@ def expire_temporary_quota(*, now: datetime | None = None) -> ExpiryResult:
                     before=before,
                     after=quota_state(request.team),
                 )
-                notify_quota_changed([request.team_id], "activate")
+                notify_quota_changed([request.team_id], "activate", request_ids=[request.pk])
             activated.append(pk)
         except QuotaExceeded as e:
             logger.warning("Temporary grant #%s cannot start yet: %s", pk, e)
@@ -1075,13 +1087,16 @@ def set_team_quota(
     limit: Decimal | str | None,
     actor,
     note: str = "",
+    announce: bool = True,
 ) -> TeamQuota:
-    """Set a team's quota directly (admins): capacity re-checked under the lock, audited."""
+    """Set a team's quota directly (admins): capacity re-checked under the lock, audited; the
+    team's leads are told after commit (``announce=False``: the caller tells them, as a
+    rebalance does)."""
     if not is_site_admin(actor):
         raise PermissionDenied("Only site admins may set quotas directly.")
     g = parse_quantity(guarantee, field="guarantee")
     lim = None if limit in (None, "") else parse_quantity(limit, field="limit")
-    return _set_quotas(team, {resource: (g, lim)}, actor=actor, note=note)[0]
+    return _set_quotas(team, {resource: (g, lim)}, actor=actor, note=note, announce=announce)[0]
 
 
 def set_team_quotas(
@@ -1139,6 +1154,7 @@ def _set_quotas(
     actor,
     note: str,
     hierarchy_field: str | None = None,
+    announce: bool = True,
 ) -> list[TeamQuota]:
     with transaction.atomic():
         capacity_lock()
@@ -1149,10 +1165,13 @@ def _set_quotas(
             field=hierarchy_field,
         )
         quotas = []
+        changes: dict[str, tuple[tuple[Decimal, Decimal | None] | None, tuple]] = {}
         for resource, (g, lim) in sorted(amounts.items()):
             quota = (
                 TeamQuota.objects.select_for_update().filter(team=team, resource=resource).first()
             )
+            before_amounts = None if quota is None else (quota.guarantee, quota.limit)
+            changes[resource] = (before_amounts, (g, lim))
             quota = quota or TeamQuota(team=team, resource=resource)
             quota.guarantee, quota.limit = g, lim
             quota.full_clean()
@@ -1168,6 +1187,8 @@ def _set_quotas(
             note=note,
         )
         notify_quota_changed([team.pk], "set-quota")
+        if announce:
+            notify.quota_set(team, changes, actor=actor, note=note, at=timezone.now())
     return quotas
 
 

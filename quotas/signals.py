@@ -3,7 +3,8 @@
 from django.dispatch import Signal
 
 # Sent after commit whenever guarantees, limits, weights or tiers change.
-# Arguments: team_ids (list[int]), reason (str).
+# Arguments: team_ids (list[int]), reason (str), request_ids (list[int]: the quota requests
+# whose approved amounts this change applies; the sync it starts records them).
 quota_changed = Signal()
 
 # Sent after commit whenever a membership is added, changes role or is removed (memberships are

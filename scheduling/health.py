@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from quotas.mailtext import absolute_url, human_time
 from quotas.quantities import amount_words
 from scheduling.models import ShareComputation, ShareFailure
 
@@ -131,8 +132,8 @@ def share_failed(failure) -> bool:
         return False
     ShareFailure.objects.filter(pk=failure.pk).update(notified=True)
     why = explain_share_error(failure.error)
-    since = failure.failed_at.isoformat(timespec="minutes")
-    last = last_good.computed_at.isoformat(timespec="minutes") if last_good else "never"
+    since = human_time(failure.failed_at)
+    last = human_time(last_good.computed_at) if last_good else "never"
     subject = "[Fairshare] Fair shares are stale: the computation failed"
     body = (
         f"Fair shares could not be computed at {since}: {why}\n\n"
@@ -141,9 +142,7 @@ def share_failed(failure) -> bool:
         "per failure episode, not for every retry.\n\n"
         f"Solver message: {failure.error}"
     )
-    base = getattr(settings, "FAIRSHARE_BASE_URL", "").rstrip("/")
-    if base:
-        body += f"\n\n{base}{reverse('home')}"
+    body += f"\n\n{absolute_url(reverse('home'))}"
 
     def send() -> None:
         from quotas.webhook import post_webhook

@@ -141,6 +141,13 @@ class SyncRun(models.Model):
         related_name="merged_requests",
         help_text="The follow-up run that carried out this request (status merged).",
     )
+    quota_requests = models.ManyToManyField(
+        "quotas.QuotaRequest",
+        blank=True,
+        related_name="sync_runs",
+        help_text="The approved quota requests this run was started to apply (a run that "
+        "merges others takes over theirs).",
+    )
     log = models.TextField(blank=True)
     error = models.TextField(blank=True)
 

@@ -11,7 +11,11 @@ log = logging.getLogger(__name__)
 
 
 def on_quota_changed(
-    sender: Any, team_ids: list[int] | None = None, reason: str = "", **kwargs: Any
+    sender: Any,
+    team_ids: list[int] | None = None,
+    reason: str = "",
+    request_ids: list[int] | None = None,
+    **kwargs: Any,
 ) -> None:
     """Sync the changed teams now; recompute shares, then sync every Queue's ``deserved``.
 
@@ -20,7 +24,9 @@ def on_quota_changed(
     RoleBindings, ... and the Queues of their department trees, with the last fair allocation
     for ``deserved``), and a chain ``compute_shares | sync_cluster(queues=True)`` that brings
     every Queue's ``deserved`` to the new allocation. Single flight merges whatever overlaps.
-    Without ``team_ids`` the first sync is a full one.
+    Without ``team_ids`` the first sync is a full one. ``request_ids`` (the approved requests
+    this change applies) are recorded on that first sync (``SyncRun.quota_requests``), so each
+    request links to the run that applied it.
 
     ``quota_changed`` is sent after commit, so the tasks see the new rows. A broker outage is
     logged and swallowed here on purpose: the web request that changed the quota has succeeded,
@@ -36,7 +42,8 @@ def on_quota_changed(
         else None
     )
     try:
-        sync_cluster.delay(trigger=trigger, teams=teams)
+        applies = {"quota_requests": request_ids} if request_ids else {}
+        sync_cluster.delay(trigger=trigger, teams=teams, **applies)
         workflow = compute_shares.si(trigger=trigger) | sync_cluster.si(
             trigger=f"{trigger}:shares", queues=True
         )

@@ -106,6 +106,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from quotas.choices import AuditVerb
+from quotas.models import QuotaRequest
 from quotas.quantities import parse_quantity as parse_db_quantity
 from scheduling import namespace_guard
 from scheduling.choices import SyncAction, SyncStatus
@@ -175,18 +176,23 @@ def create_run(
     requested_by: Any = None,
     teams: Iterable[str] | None = None,
     queues: bool = False,
+    quota_requests: Iterable[int] | None = None,
 ) -> SyncRun:
     """Create a QUEUED SyncRun without enqueueing it (``manage.py sync`` runs it in-process).
 
     ``teams`` (slugs) makes it a targeted sync of those teams, ``queues`` adds every Queue
-    (both unset: a full sync).
+    (both unset: a full sync). ``quota_requests`` (ids) are the approved requests it applies
+    (ids of requests deleted meanwhile are skipped).
     """
-    return SyncRun.objects.create(
+    run = SyncRun.objects.create(
         dry_run=dry_run,
         trigger=trigger[:64],
         requested_by=requested_by,
         scope=_scope(teams, queues=queues),
     )
+    if quota_requests:
+        run.quota_requests.set(QuotaRequest.objects.filter(pk__in=list(quota_requests)))
+    return run
 
 
 def start_sync(
@@ -196,6 +202,7 @@ def start_sync(
     requested_by: Any = None,
     teams: Iterable[str] | None = None,
     queues: bool = False,
+    quota_requests: Iterable[int] | None = None,
 ) -> SyncRun:
     """Create a QUEUED SyncRun and enqueue ``sync_cluster`` for it after commit; return the run.
 
@@ -203,7 +210,12 @@ def start_sync(
     schedule syncs again later), so it never sits in the queue forever.
     """
     run = create_run(
-        dry_run=dry_run, trigger=trigger, requested_by=requested_by, teams=teams, queues=queues
+        dry_run=dry_run,
+        trigger=trigger,
+        requested_by=requested_by,
+        teams=teams,
+        queues=queues,
+        quota_requests=quota_requests,
     )
     transaction.on_commit(lambda: _enqueue(run.pk))
     return run
@@ -416,9 +428,23 @@ def _claim(run_id: int, *, database_lock: bool, now: datetime) -> tuple[bool, st
                     log=f"Included in sync #{run_id}: it was requested while another sync ran "
                     "(or before this one started) and is carried out by that run.",
                 )
+                _take_over_requests(run_id, [p.pk for p in pending])
                 log.info("sync run #%s includes %s", run_id, ", ".join(f"#{p.pk}" for p in pending))
         SyncRun.objects.filter(pk=run_id).update(**fields)
         return True, None
+
+
+def _take_over_requests(run_id: int, merged: list[int]) -> None:
+    """The quota requests the merged runs were to apply are applied by ``run_id``: link them
+    to it too (the merged runs keep theirs, and say which run included them)."""
+    through = SyncRun.quota_requests.through
+    have = set(through.objects.filter(syncrun_id=run_id).values_list("quotarequest_id", flat=True))
+    wanted = set(
+        through.objects.filter(syncrun_id__in=merged).values_list("quotarequest_id", flat=True)
+    )
+    through.objects.bulk_create(
+        [through(syncrun_id=run_id, quotarequest_id=pk) for pk in sorted(wanted - have)]
+    )
 
 
 def _merged_scope(scopes: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:

@@ -29,11 +29,13 @@ def sync_cluster(
     trigger: str = "schedule",
     teams: list[str] | None = None,
     queues: bool = False,
+    quota_requests: list[int] | None = None,
 ) -> dict[str, Any]:
     """Run the sync ``run_id``; without one (beat, quota changes) create a run and enqueue it.
 
     ``teams`` (slugs) / ``queues`` make the created run a targeted sync (see
     ``scheduling.desired.sync_scope``); the beat's sync is always a full one.
+    ``quota_requests`` (ids) are the approved requests the created run applies.
 
     Dispatching through ``start_sync`` keeps "one task message = one SyncRun": a retry of this
     task (only on K8sTransient: the API server was unreachable) claims the same run again, which
@@ -47,7 +49,13 @@ def sync_cluster(
         if str(getattr(settings, "FAIRSHARE_CLUSTER", "")) == "disabled":
             log.info("Kubernetes access is disabled; %s sync skipped", trigger)
             return {"run_id": None, "status": "skipped"}
-        run = sync.start_sync(dry_run=dry_run, trigger=trigger, teams=teams, queues=queues)
+        run = sync.start_sync(
+            dry_run=dry_run,
+            trigger=trigger,
+            teams=teams,
+            queues=queues,
+            quota_requests=quota_requests,
+        )
         return {"run_id": run.pk, "status": run.status}
     run = sync.run_sync(run_id, requeue_on_transient=self.request.retries < self.max_retries)
     return {"run_id": run.pk, "status": run.status}

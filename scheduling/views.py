@@ -9,7 +9,9 @@ Who sees what (decided here, tested in tests/scheduling/test_views.py):
   ``Team.objects.visible_to``), and counters computed from those items only. A run's own log
   and error are admin-only: they may name other teams' objects. Cluster-scoped objects without a
   team (PriorityClasses) are admin-only too. This lets a lead check that an approved quota
-  reached the cluster, without showing other teams' namespaces. (The REST API's sync endpoints
+  reached the cluster, without showing other teams' namespaces. Likewise the quota requests
+  a run applied (``SyncRun.quota_requests``): each links to its page for those who may see
+  it (``QuotaRequest.objects.visible_to``); the others are a count. (The REST API's sync endpoints
   stay admin-only; the UI shows non-admins strictly less than the API shows admins.)
 * A run's trigger, requester and scope follow the share-visibility setting
   (``scheduling.visibility``, issue 27): non-admins see the kind of trigger only
@@ -298,12 +300,16 @@ def syncrun_detail(request, pk: int):
         }
         for name, (label, _) in ITEM_FILTERS.items()
     ]
+    applied = run.quota_requests.visible_to(request.user).select_related("team").order_by("pk")
+    applied = list(applied)
     return render(
         request,
         "scheduling/syncrun_detail.html",
         {
             **_progress_context(run),
             "is_admin": admin,
+            "quota_requests": applied,
+            "other_quota_requests": 0 if admin else run.quota_requests.count() - len(applied),
             "facts": _facts(
                 run, request.user, admin=admin, slugs=None if admin else share_slugs(request.user)
             ),

@@ -9,6 +9,8 @@ export FAIRSHARE_DEBUG=${FAIRSHARE_DEBUG:-false}
 export FAIRSHARE_SECURE_COOKIES=${FAIRSHARE_SECURE_COOKIES:-false}
 export FAIRSHARE_VAR_DIR=${FAIRSHARE_VAR_DIR:-$PWD/var}
 PORT=${PORT:-8000}
+# Links in the notification emails point at this server.
+export FAIRSHARE_BASE_URL=${FAIRSHARE_BASE_URL:-http://127.0.0.1:$PORT}
 # Notification emails go to files (one per message) instead of flooding this terminal.
 export EMAIL_BACKEND=${EMAIL_BACKEND:-django.core.mail.backends.filebased.EmailBackend}
 export EMAIL_FILE_PATH=${EMAIL_FILE_PATH:-$FAIRSHARE_VAR_DIR/mail}

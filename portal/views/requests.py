@@ -32,6 +32,7 @@ from quotas.models import AuditEvent, QuotaRequest, Team
 from quotas.overlaps import overlaps
 from quotas.quantities import GPU, format_quantity
 from quotas.querysets import is_site_admin
+from scheduling.choices import SyncStatus
 from scheduling.visibility import share_slugs
 
 REQUESTS_PER_PAGE = 50
@@ -265,6 +266,11 @@ def detail_context(request, quota_request: QuotaRequest, form: DecisionForm | No
         )
         if pending
         else None,
+        # The syncs started to apply it (a merged one shows the run that included it); sync
+        # pages are open to every signed-in user, who sees there only their teams' objects.
+        "sync_runs": list(
+            quota_request.sync_runs.exclude(status=SyncStatus.MERGED).order_by("created", "pk")
+        ),
         "audit_events": list(
             AuditEvent.objects.filter(
                 object_type=QuotaRequest._meta.label, object_id=str(quota_request.pk)

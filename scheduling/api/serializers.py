@@ -38,6 +38,11 @@ class SyncRunSerializer(StrictModelSerializer):
     requested_by = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
+    quota_requests = serializers.PrimaryKeyRelatedField(
+        many=True,
+        read_only=True,
+        help_text="Ids of the approved quota requests this run applied.",
+    )
 
     class Meta:
         model = SyncRun
@@ -62,6 +67,7 @@ class SyncRunSerializer(StrictModelSerializer):
             "drift_count",
             "scope",
             "merged_into",
+            "quota_requests",
             "share_computation",
             "shares_stale",
             "log",

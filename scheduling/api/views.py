@@ -50,7 +50,7 @@ class SyncRunViewSet(
 ):
     """Cluster sync runs (site admins). POST starts one and answers 202 with its URL; poll it."""
 
-    queryset = SyncRun.objects.select_related("requested_by")
+    queryset = SyncRun.objects.select_related("requested_by").prefetch_related("quota_requests")
     serializer_class = serializers.SyncRunSerializer
     filterset_class = filtersets.SyncRunFilterSet
     permission_classes = with_defaults(IsSiteAdmin)

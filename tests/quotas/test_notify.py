@@ -47,12 +47,14 @@ def test_a_submitted_request_reaches_the_approvers_and_the_webhook(
 
     (message,) = mail.outbox
     assert message.to == ["root@example.org"]
-    assert message.subject == f"[Fairshare] Quota request #{req.pk} from team-a awaits approval"
-    assert "nvidia.com/gpu: guarantee 30, limit 50" in message.body
+    assert message.subject == (
+        f"[Fairshare] Quota request #{req.pk} from team-a awaits approval: more quota"
+    )
+    assert "GPUs: guarantee 20 → 30, limit 40 → 50" in message.body
     assert "Bigger sweep." in message.body
     assert "https://fairshare.example/requests/1/" in message.body
     (text,), _ = poster.call_args
-    assert text.startswith(f"*Quota request #{req.pk} from team-a awaits approval*")
+    assert text.startswith(f"*Quota request #{req.pk} from team-a awaits approval: more quota*")
 
 
 def test_a_decision_reaches_the_requester_and_the_leads_with_the_note(
@@ -72,7 +74,7 @@ def test_a_decision_reaches_the_requester_and_the_leads_with_the_note(
     (message,) = mail.outbox
     assert message.to == ["alice@example.org"]
     assert "was approved" in message.subject
-    assert "approved: 25 / 50" in message.body
+    assert "GPUs: guarantee 20 → 25, limit 40 → 50 — asked: guarantee 30, limit 50" in message.body
     assert "Granted for Q3." in message.body
     poster.assert_called_once()
 

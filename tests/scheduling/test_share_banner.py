@@ -14,6 +14,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitoring.metrics import build_registry
+from quotas.mailtext import absolute_url, human_time
 from quotas.models import TeamQuota
 from scheduling.exceptions import ShareProblemError
 from scheduling.health import banner, explain_share_error
@@ -143,6 +144,10 @@ def test_admins_get_one_notification_per_failure_episode(cast):
     assert message.to == ["root@example.org"]
     assert "Fair shares are stale" in message.subject
     assert "dept-x's limit is 40 GPUs, but its teams are guaranteed 50 GPUs." in message.body
+    # Times people read (UTC stated), and an absolute link to the dashboard.
+    assert f"could not be computed at {human_time(NOW - timedelta(hours=4))}:" in message.body
+    assert f"(computed {human_time(NOW - timedelta(hours=5))})" in message.body
+    assert message.body.rstrip().endswith(absolute_url("/"))
     assert ShareFailure.objects.filter(notified=True).count() == 1
 
     # Fixed, then broken again: a new episode, one more notification.
