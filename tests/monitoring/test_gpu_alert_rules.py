@@ -12,6 +12,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -491,7 +492,8 @@ def test_the_scraped_metrics_fire_each_alert(client, cast, tmp_path, monkeypatch
         "team": "team-a",
         "team_name": "Team A",
         "leads": "alice@example.org",
-        "team_url": "/teams/team-a/",
+        # fairshare_team_info{url}: the team page under FAIRSHARE_BASE_URL (absolute).
+        "team_url": settings.FAIRSHARE_BASE_URL.rstrip("/") + "/teams/team-a/",
     }
 
     def on(index: int, alert: str) -> dict:
