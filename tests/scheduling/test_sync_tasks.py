@@ -249,3 +249,25 @@ def test_prune_history_drops_old_finished_runs_but_keeps_the_newest_and_running_
     fresh = SyncRun.objects.create(status="failed")
     assert prune_sync_history(keep_days=14, keep_last=1, now=now) == 3
     assert set(SyncRun.objects.values_list("pk", flat=True)) == {running.pk, fresh.pk}
+
+
+def test_a_fresh_web_process_knows_the_sync_task_by_name():
+    """The web process enqueues ``sync_cluster`` by name; Celery's autodiscovery only runs
+    when a worker starts, so a process that never imported scheduling.tasks (gunicorn)
+    once answered POST /sync/start/ with NotRegistered. A new interpreter proves the app
+    registry has it after django.setup() alone."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import django; django.setup()\n"
+        "from celery import current_app\n"
+        f"print({sync.SYNC_TASK!r} in current_app.tasks)\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "FAIRSHARE_DEBUG": "true"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
