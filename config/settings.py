@@ -181,6 +181,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Celery worker, beat and the web server share the demo file; wait for locks, don't fail.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+    # Write-ahead log (https://sqlite.org/wal.html): readers never wait for a writer, so a page
+    # is not held up while the worker stores a collection or the GPU feed its samples (issue
+    # 29: with the default rollback journal, a committing writer locked every reader out).
+    # NORMAL is durable across application crashes in WAL mode; only a power cut may lose the
+    # last commits. Set on every connection (the mode persists in the file; this is cheap).
+    DATABASES["default"]["OPTIONS"]["init_command"] = (
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 # ----------------------------------------------------------------------------- Cache/Redis
