@@ -136,11 +136,17 @@ def namespace_teams() -> dict[str, str]:
 
 
 def observe_cluster(
-    namespace_map: Mapping[str, str], *, api_client: Any = None, stats: dict | None = None
+    namespace_map: Mapping[str, str],
+    *,
+    api_client: Any = None,
+    stats: dict | None = None,
+    now: datetime | None = None,
 ) -> tuple[ClusterUsage, str]:
     """Observe the configured cluster (or ``api_client``); return ``(usage, source)``.
 
-    ``FAIRSHARE_CLUSTER=snapshot:PATH`` reads the dump (the demo); ``kubeconfig[:PATH]`` and
+    ``FAIRSHARE_CLUSTER=snapshot:PATH`` reads the dump (the demo) as the cluster at ``now``
+    (default: the current time; its timestamps are moved there, so workload ages read as when
+    it was taken: monitoring.domain.snapshot_clock); ``kubeconfig[:PATH]`` and
     ``in-cluster`` LIST the API server. Raises CollectorError when collection is disabled or the
     snapshot cannot be read, K8sError subclasses when the API server fails.
     """
@@ -148,7 +154,9 @@ def observe_cluster(
         return k8s_usage.collect(api_client, namespace_map, stats=stats), "kubernetes"
     mode, _, arg = settings.FAIRSHARE_CLUSTER.partition(":")
     if mode == "snapshot":
-        return k8s_usage.from_snapshot(arg, namespace_map, stats=stats), f"snapshot:{arg}"[:64]
+        at = now or timezone.now()
+        usage = k8s_usage.from_snapshot(arg, namespace_map, stats=stats, now=at)
+        return usage, f"snapshot:{arg}"[:64]
     if mode == "disabled":
         raise CollectorError("usage collection is disabled (FAIRSHARE_CLUSTER=disabled)")
     from scheduling.k8s.client import build_api_client
@@ -171,7 +179,7 @@ def collect_usage(*, now: datetime | None = None, api_client: Any = None):
     now = now or timezone.now()
     namespace_map = namespace_teams()
     stats: dict[str, int] = {}
-    usage, source = observe_cluster(namespace_map, api_client=api_client, stats=stats)
+    usage, source = observe_cluster(namespace_map, api_client=api_client, stats=stats, now=now)
     nodes = max(0, stats.get("nodes", 0) - len(usage.excluded_nodes))
     return store_usage(usage, now=now, source=source, nodes=nodes)
 

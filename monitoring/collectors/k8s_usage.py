@@ -32,11 +32,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping, MutableMapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from monitoring.domain import snapshot_clock
 from monitoring.domain.aggregate import ClusterUsage, aggregate, parse_list_dump
 from monitoring.domain.workloads import WorkloadCollector
 from monitoring.exceptions import CollectorError
@@ -129,9 +131,17 @@ def collect(
 
 
 def from_snapshot(
-    path: str | Path, namespace_teams: Mapping[str, str], *, stats: Stats | None = None
+    path: str | Path,
+    namespace_teams: Mapping[str, str],
+    *,
+    stats: Stats | None = None,
+    now: datetime | None = None,
 ) -> ClusterUsage:
     """Aggregate a ``kubectl get nodes,pods -A -o json`` dump.
+
+    With ``now``, the dump stands for the cluster at ``now``: its timestamps are moved by
+    ``now`` minus its newest one (:func:`monitoring.domain.snapshot_clock.redate`), so a pod
+    that had waited 40 minutes when it was taken is shown waiting 40 minutes, not a year.
 
     Raises CollectorError, naming the file, when it is missing, unreadable, not JSON, not a
     Kubernetes List, or holds a quantity that does not parse.
@@ -147,6 +157,8 @@ def from_snapshot(
     if not isinstance(doc, dict):
         raise CollectorError(f"cluster snapshot {path} is not a Kubernetes List object")
     try:
+        if now is not None:
+            doc = snapshot_clock.redate(doc, now)
         nodes, pods = parse_list_dump(doc)
         workloads = WorkloadCollector(parse_quantity)
         extra = split_workload_items(doc)

@@ -67,3 +67,12 @@ def test_unassigned_work_waits_with_the_schedulers_words(demo):
     assert reindex.team is None
     assert reindex.wait_code == "unschedulable"
     assert "1/1 tasks in gang unschedulable" in reindex.wait_reason
+
+
+def test_demo_workload_ages_are_relative_to_the_demo_clock(demo):
+    """The snapshot stands for the cluster at the collection's time (issue 29: the demo's
+    workloads once read as created 13 months before the demo's clock)."""
+    ages = sorted(NOW - w.created for w in demo.values() if w.created is not None)
+    assert ages, "no workload has a creation time"
+    assert timedelta(0) < ages[0] < timedelta(hours=1)  # a gang submitted minutes ago
+    assert ages[-1] <= timedelta(days=30)  # the oldest: a month-long deployment

@@ -35,19 +35,20 @@ class Command(BaseCommand):
     def handle(self, *args, snapshot=None, print_json=False, **options):
         namespace_map = self._namespace_map(required=not print_json)
         stats: dict[str, int] = {}
+        now = timezone.now()
         try:
             if snapshot:
-                usage = k8s_usage.from_snapshot(snapshot, namespace_map, stats=stats)
+                usage = k8s_usage.from_snapshot(snapshot, namespace_map, stats=stats, now=now)
                 source = f"snapshot:{snapshot}"[:64]
             else:
-                usage, source = services.observe_cluster(namespace_map, stats=stats)
+                usage, source = services.observe_cluster(namespace_map, stats=stats, now=now)
         except (CollectorError, K8sError) as e:
             raise CommandError(str(e)) from e
         if print_json:
             self.stdout.write(json.dumps(usage.to_json_dict(), indent=2))
             return
         nodes = max(0, stats.get("nodes", 0) - len(usage.excluded_nodes))
-        snap, samples = services.store_usage(usage, now=timezone.now(), source=source, nodes=nodes)
+        snap, samples = services.store_usage(usage, now=now, source=source, nodes=nodes)
         self.stdout.write(
             f"Stored collection #{snap.pk} at {snap.taken_at:%Y-%m-%d %H:%M:%S} from {source}: "
             f"{samples} usage samples, {nodes} schedulable nodes, capacity "
