@@ -207,3 +207,38 @@ def test_it_needs_the_demo_snapshot_and_a_sane_period(settings, db):
 def test_profiles_are_frozen_values():
     profile = demo.Profile(duty=0.5)
     assert replace(profile, duty=0.6).duty == 0.6 and profile.duty == 0.5
+
+
+def test_the_gpu_feed_stores_each_batch_in_one_transaction(transactional_db, snapshot, monkeypatch):
+    """``backfill_demo --follow`` (the demo's GPU agents) once inserted its ~500 rows a minute
+    in autocommit: one commit each, and on SQLite's rollback journal the pages' reads queued
+    behind them (issue 29's stalls). Each batch is one transaction now, as the ingest API's."""
+    import time
+    import types
+
+    from django.db import connection
+
+    from monitoring.management.commands import backfill_demo as command
+
+    batches = []
+    real = command._insert_gpu_samples
+
+    def spy(readings, team_ids):
+        batches.append((len(readings), connection.in_atomic_block))
+        return real(readings, team_ids)
+
+    ticks = []
+
+    def sleep(seconds):
+        ticks.append(seconds)
+        if len(ticks) > 2:  # two batches, then Ctrl-C
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "_insert_gpu_samples", spy)
+    clock = types.SimpleNamespace(sleep=sleep, monotonic=time.monotonic)
+    monkeypatch.setattr(command, "time", clock)
+    call_command("backfill_demo", days=1, follow=True)
+
+    followed = batches[-2:]
+    assert len(ticks) == 3 and all(n > 0 for n, _ in followed), batches
+    assert all(atomic for _, atomic in followed)  # fails in autocommit

@@ -182,7 +182,11 @@ class Command(BaseCommand):
             while True:
                 time.sleep(every.total_seconds())
                 now = timezone.now()
-                self._gpu_samples(now, now)
+                # One transaction per batch, as the agents' ingest API stores it: in autocommit
+                # each of the ~500 rows was its own commit, and on SQLite's rollback journal
+                # the page reads queued behind ~500 lock cycles a minute (issue 29's stalls).
+                with transaction.atomic():
+                    self._gpu_samples(now, now)
         except KeyboardInterrupt:
             return
 
