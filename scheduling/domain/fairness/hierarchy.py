@@ -2550,6 +2550,3 @@ def main(
     stdout.write("\n")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m scheduling.domain.fairness < problem.json > allocations.json`` (see :mod:`.cli`)."""
+
+import sys
+
+from .hierarchy import main
+
+sys.exit(main())
