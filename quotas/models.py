@@ -25,6 +25,7 @@ from quotas.fields import QuantityField, dns1123_label, label_key_errors, label_
 from quotas.protection import namespace_refusal
 from quotas.quantities import format_quantity, is_integral_resource, validate_resource_name
 from quotas.querysets import TeamQuerySet, TeamScopedQuerySet
+from quotas.signals import team_saved
 
 MAX_HIERARCHY_DEPTH = 4
 
@@ -175,10 +176,9 @@ class Team(TimestampedModel):
     def save(self, *args, **kwargs) -> None:
         """Save; a new team's cluster name is its slug. A change that would strand workloads
         in the cluster (deactivation, a leaf team's first child, a department's last team
-        leaving) starts a transition in the same transaction (``quotas.transitions``)."""
+        leaving) starts a transition in the same transaction (``quotas.transitions``, through the
+        ``team_saved`` signal)."""
         from django.db import transaction
-
-        from quotas import transitions
 
         if not self.cluster_name:
             self.cluster_name = self.slug
@@ -190,8 +190,11 @@ class Team(TimestampedModel):
         with transaction.atomic():
             super().save(*args, **kwargs)
             if not getattr(self, "_skip_transitions", False):
-                transitions.on_team_saved(
-                    self, before=before, actor=getattr(self, "_changed_by", None)
+                team_saved.send(
+                    sender=Team,
+                    team=self,
+                    before=before,
+                    actor=getattr(self, "_changed_by", None),
                 )
         self._skip_transitions = False
 

@@ -4,6 +4,10 @@ Rules (DESIGN.md, security model): site admins (superusers or the ``admins`` gro
 team; a lead sees their team and its sub-teams (departments' children, any depth); members and
 viewers see their own team; everyone else sees nothing. Every view, API endpoint and admin page
 filters through ``visible_to``; it compiles to one SQL query with subqueries.
+
+The models module builds its managers from these querysets, so this module never imports it:
+the models it needs are reached through the queryset's own model (``self.model``) and its
+relations (a team's ``memberships``, a scoped row's ``team``).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+
+from quotas.choices import MembershipRole
 
 MAX_DEPTH = 4  # matches models.MAX_HIERARCHY_DEPTH
 
@@ -26,12 +32,11 @@ def is_site_admin(user) -> bool:
     return cached
 
 
-def _visible_teams_q(user) -> Q:
-    from quotas.choices import MembershipRole
-    from quotas.models import Membership
-
-    member_of = Membership.objects.filter(user=user).values("team_id")
-    lead_of = Membership.objects.filter(user=user, role=MembershipRole.LEAD).values("team_id")
+def _visible_teams_q(memberships, user) -> Q:
+    """The teams ``user`` may see; ``memberships`` is the Membership model (Team's reverse
+    ``memberships`` relation)."""
+    member_of = memberships.objects.filter(user=user).values("team_id")
+    lead_of = memberships.objects.filter(user=user, role=MembershipRole.LEAD).values("team_id")
     condition = Q(id__in=member_of)
     path = "parent_id"
     for _ in range(MAX_DEPTH):
@@ -41,6 +46,9 @@ def _visible_teams_q(user) -> Q:
 
 
 class TeamQuerySet(models.QuerySet):
+    def _membership_model(self):
+        return self.model._meta.get_field("memberships").related_model
+
     def bulk_create(self, objs, *args, **kwargs):
         """As ``Model.save`` does: a new team's fixed cluster name is its slug at creation."""
         objs = list(objs)
@@ -54,18 +62,19 @@ class TeamQuerySet(models.QuerySet):
             return self.all()
         if user is None or not user.is_authenticated or not user.is_active:
             return self.none()
-        return self.filter(_visible_teams_q(user))
+        return self.filter(_visible_teams_q(self._membership_model(), user))
 
     def led_by(self, user) -> TeamQuerySet:
         """Teams the user may manage: admins all, leads their team and its sub-teams."""
-        from quotas.choices import MembershipRole
-        from quotas.models import Membership
-
         if is_site_admin(user):
             return self.all()
         if user is None or not user.is_authenticated or not user.is_active:
             return self.none()
-        lead_of = Membership.objects.filter(user=user, role=MembershipRole.LEAD).values("team_id")
+        lead_of = (
+            self._membership_model()
+            .objects.filter(user=user, role=MembershipRole.LEAD)
+            .values("team_id")
+        )
         condition = Q(id__in=lead_of)
         path = "parent_id"
         for _ in range(MAX_DEPTH):
@@ -80,10 +89,9 @@ class TeamScopedQuerySet(models.QuerySet):
     team_field = "team"
 
     def visible_to(self, user) -> TeamScopedQuerySet:
-        from quotas.models import Team
-
+        team = self.model._meta.get_field(self.team_field).related_model
         if is_site_admin(user):
             return self.all()
         if user is None or not user.is_authenticated or not user.is_active:
             return self.none()
-        return self.filter(**{f"{self.team_field}__in": Team.objects.visible_to(user)})
+        return self.filter(**{f"{self.team_field}__in": team.objects.visible_to(user)})

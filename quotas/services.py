@@ -24,10 +24,8 @@ changes guarantees, limits or the team tree, inside the same transaction.
 from __future__ import annotations
 
 import logging
-import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -40,6 +38,11 @@ from django.utils import timezone
 
 from quotas import notify
 from quotas.capacity import latest_capacity
+from quotas.changes import (  # re-exported: callers record changes through services
+    audit,
+    coalesced_quota_changes,  # noqa: F401
+    notify_quota_changed,
+)
 from quotas.choices import AuditVerb, QuotaRequestStatus
 from quotas.exceptions import (
     InvalidTransition,
@@ -47,7 +50,7 @@ from quotas.exceptions import (
     QuotaExceeded,
     SelfDecisionRefused,
 )
-from quotas.models import AuditEvent, QuotaRequest, QuotaRequestLine, Team, TeamQuota
+from quotas.models import QuotaRequest, QuotaRequestLine, Team, TeamQuota
 from quotas.quantities import (
     amount_words,
     format_quantity,
@@ -55,7 +58,7 @@ from quotas.quantities import (
     validate_resource_name,
 )
 from quotas.querysets import is_site_admin
-from quotas.signals import quota_changed
+from quotas.transitions import render_overrides
 
 logger = logging.getLogger(__name__)
 
@@ -87,30 +90,6 @@ def capacity_lock() -> None:
         list(Team.objects.select_for_update().order_by("pk").values_list("pk", flat=True)[:1])
 
 
-def audit(
-    *,
-    actor,
-    verb: str,
-    obj,
-    team: Team | None,
-    before=None,
-    after=None,
-    note: str = "",
-) -> AuditEvent:
-    return AuditEvent.objects.create(
-        actor=actor if actor is not None and actor.is_authenticated else None,
-        actor_name=getattr(actor, "username", "") or "system",
-        verb=verb,
-        object_type=obj._meta.label if hasattr(obj, "_meta") else type(obj).__name__,
-        object_id=str(getattr(obj, "pk", "") or ""),
-        object_repr=str(obj)[:200],
-        team=team,
-        before=before,
-        after=after,
-        note=note,
-    )
-
-
 def _q(value: Decimal | None, resource: str) -> str | None:
     return None if value is None else format_quantity(value, resource)
 
@@ -121,48 +100,6 @@ def quota_state(team: Team) -> dict[str, dict[str, str | None]]:
         q.resource: {"guarantee": _q(q.guarantee, q.resource), "limit": _q(q.limit, q.resource)}
         for q in team.quotas.all()
     }
-
-
-_batch = threading.local()
-
-
-@contextmanager
-def coalesced_quota_changes(reason: str):
-    """Within this block (inside a transaction), quota changes notify ``quota_changed`` once,
-    after commit, for all teams touched — a rebalance of 50 teams is one recompute-and-sync."""
-    outer = getattr(_batch, "team_ids", None)
-    if outer is not None:  # nested: the outermost block sends
-        yield
-        return
-    _batch.team_ids, _batch.request_ids = set(), set()
-    try:
-        yield
-        ids, request_ids = sorted(_batch.team_ids), sorted(_batch.request_ids)
-    finally:
-        _batch.team_ids = _batch.request_ids = None
-    if ids:
-        _send_quota_changed(ids, reason, request_ids)
-
-
-def notify_quota_changed(
-    team_ids: Iterable[int], reason: str, *, request_ids: Iterable[int] = ()
-) -> None:
-    """Send ``quota_changed`` after commit for ``team_ids``; ``request_ids`` are the quota
-    requests whose amounts this change applies (the sync it starts records them)."""
-    pending = getattr(_batch, "team_ids", None)
-    if pending is not None:
-        pending.update(team_ids)
-        _batch.request_ids.update(request_ids)
-        return
-    _send_quota_changed(sorted(set(team_ids)), reason, sorted(set(request_ids)))
-
-
-def _send_quota_changed(team_ids: list[int], reason: str, request_ids: list[int]) -> None:
-    transaction.on_commit(
-        lambda: quota_changed.send(
-            sender=QuotaRequest, team_ids=team_ids, reason=reason, request_ids=request_ids
-        )
-    )
 
 
 def usable_capacity(capacity: Mapping[str, Decimal] | None = None) -> dict[str, Decimal]:
@@ -306,8 +243,6 @@ def hierarchy_problems(
     rendered Queues. A limit of None (or no quota row) is no ceiling; an ancestor whose limit is
     zero is skipped, as Volcano's ``findNearestAncestorCapability`` only sees positive amounts.
     """
-    from quotas.transitions import render_overrides
-
     teams = {row["id"]: row for row in Team.objects.values("id", "slug", "parent_id", "active")}
     for team_id, parent_id in (parents or {}).items():
         teams[team_id] = {**teams[team_id], "parent_id": parent_id}

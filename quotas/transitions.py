@@ -23,7 +23,8 @@ this module records, cancels and completes them, audited. ``render_overrides()``
 desired state reads: how to render each team with a waiting transition.
 
 Every path that saves a Team (API, Django admin, portal, management commands, shell) goes
-through ``Team.save``, which calls :func:`on_team_saved`; a save made by
+through ``Team.save``, which sends ``quotas.signals.team_saved``; :func:`on_team_saved` is its
+receiver (connected when this module is imported, which ``QuotasConfig.ready`` does); a save made by
 :func:`cancel_transition` itself is marked so that it starts nothing.
 """
 
@@ -33,12 +34,15 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.dispatch import receiver
 from django.utils import timezone
 
+from quotas.changes import audit, notify_quota_changed
 from quotas.choices import AuditVerb, TransitionKind, TransitionState
 from quotas.exceptions import InvalidTransition, PermissionDenied
 from quotas.models import Namespace, Team, Transition
 from quotas.querysets import is_site_admin
+from quotas.signals import team_saved
 
 __all__ = [
     "OWN_SUFFIX",
@@ -59,8 +63,6 @@ def waiting():
 
 
 def _audit(actor, verb: str, transition: Transition, note: str) -> None:
-    from quotas.services import audit
-
     audit(
         actor=actor,
         verb=verb,
@@ -126,9 +128,9 @@ def on_team_saved(
     actor=None,
     now: datetime | None = None,
 ) -> Transition | None:
-    """Record the transition a save of ``team`` needs, if any (called by ``Team.save`` inside
-    its transaction). ``before``: the row's ``parent_id`` and ``active`` before the save (None
-    for a new team). Returns the transition started, or None.
+    """Record the transition a save of ``team`` needs, if any (``Team.save``'s ``team_saved``
+    signal, inside its transaction). ``before``: the row's ``parent_id`` and ``active`` before
+    the save (None for a new team). Returns the transition started, or None.
 
     A save that undoes what a waiting transition of the team was for (reactivated, moved back)
     cancels it; any other change while one waits replaces it, keeping where the team was
@@ -207,6 +209,11 @@ def on_team_saved(
     return transition
 
 
+@receiver(team_saved, sender=Team, dispatch_uid="quotas.transitions.on_team_saved")
+def _on_team_saved(sender, *, team: Team, before, actor=None, **kwargs) -> None:
+    on_team_saved(team, before=before, actor=actor)
+
+
 def complete_transition(transition_id: int, *, now: datetime | None = None) -> Transition | None:
     """Mark a waiting transition completed (the cluster holds nothing it would strand); None
     when it is no longer waiting."""
@@ -244,8 +251,6 @@ def cancel_transition(transition_id: int, *, actor, now: datetime | None = None)
 
     Raises PermissionDenied for a non-admin, InvalidTransition when it is not waiting.
     """
-    from quotas.services import notify_quota_changed
-
     if not is_site_admin(actor):
         raise PermissionDenied("Only a site admin can cancel a transition.")
     now = now or timezone.now()

@@ -104,7 +104,9 @@ def advance_transitions() -> dict[str, Any]:
     """Complete the waiting transitions the latest workload collection no longer blocks, and
     sync the teams they concern (beat, at the collection's pace)."""
     from scheduling import transitions
+    from scheduling.sync import start_sync
 
     done = transitions.advance_transitions()
-    transitions.sync_completed(done.completed)
+    if done.completed:  # already sorted and unique
+        start_sync(trigger="transition", teams=list(done.completed))
     return {"completed": list(done.completed), "waiting": done.waiting}

@@ -10,8 +10,8 @@ PodGroup with its queue and phase).
 
 ``advance_transitions()`` runs at the start of every sync run that writes (so a run renders
 what the cluster may take on now) and as the ``advance_transitions`` task after each usage
-collection and on the sync schedule; when one completes outside the run's scope, a targeted
-sync of its teams is started.
+collection and on the sync schedule; when one completes outside a run, that task starts a
+targeted sync of its teams (this module starts no sync: ``scheduling.sync`` calls it).
 """
 
 from __future__ import annotations
@@ -140,12 +140,3 @@ def advance_transitions(
                 completed.append(transition.team.parent.cluster_name)
             log.info("transition %s completed", transition)
     return Advance(completed=tuple(sorted(set(completed))), waiting=still)
-
-
-def sync_completed(teams: Iterable[str], *, trigger: str = "transition") -> None:
-    """Start a targeted sync of the teams whose transitions completed (none: nothing)."""
-    from scheduling.sync import start_sync
-
-    teams = sorted(set(teams))
-    if teams:
-        start_sync(trigger=trigger, teams=teams)
