@@ -9,6 +9,12 @@ here=$PWD
 scratch=$(mktemp -d)
 copy="$scratch/fairshare"
 git clone -q --no-hardlinks "$here" "$copy"
+# The same dependencies as this checkout's (scripts/bootstrap.sh installs from pyproject.toml and
+# skips the install while its stamp matches): reuse the installed environment rather than spend a
+# minute re-installing it in the copy. A fresh machine's first bootstrap is what .ci/run runs.
+if [ -x "$here/.venv/bin/python" ] && [ -z "${WALK_FRESH_VENV:-}" ]; then
+  ln -s "$here/.venv" "$copy/.venv"
+fi
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 log="$scratch/demo.log"
 started=$(date +%s)
