@@ -7,6 +7,7 @@ RUN useradd --system --uid 10001 --home /app fairshare \
     && mkdir -p /var/lib/fairshare && chown fairshare /var/lib/fairshare
 COPY pyproject.toml README.md ./
 COPY config ./config
+COPY kube ./kube
 COPY quotas ./quotas
 COPY scheduling ./scheduling
 COPY monitoring ./monitoring

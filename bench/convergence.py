@@ -67,13 +67,13 @@ from django.core.management import call_command  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from bench.sync import fresh_database, populate  # noqa: E402
+from kube.client import build_api_client, kind_info, request_json  # noqa: E402
+from kube.errors import K8sNotFound  # noqa: E402
 from monitoring.models import CapacitySnapshot  # noqa: E402
 from quotas.models import Membership, Namespace, Team, TeamQuota  # noqa: E402
 from quotas.services import LineInput, approve_request, submit_request  # noqa: E402
 from scheduling.choices import SyncStatus  # noqa: E402
 from scheduling.domain.render import LABEL_TEAM  # noqa: E402
-from scheduling.k8s.client import build_api_client, kind_info, request_json  # noqa: E402
-from scheduling.k8s.errors import K8sNotFound  # noqa: E402
 from scheduling.models import SyncRun  # noqa: E402
 from scheduling.sync import create_run, run_sync  # noqa: E402
 from scheduling.watch import DriftWatcher  # noqa: E402

@@ -65,6 +65,9 @@ if __name__ == "__main__":
 from django.core.exceptions import ValidationError  # noqa: E402
 from django.db import transaction  # noqa: E402
 
+from kube.apply import call_with_retry  # noqa: E402
+from kube.client import build_api_client  # noqa: E402
+from kube.errors import K8sError  # noqa: E402
 from quotas.exceptions import DomainError as QuotaDomainError  # noqa: E402
 from quotas.models import Namespace, Team, TeamQuota  # noqa: E402
 from quotas.services import LineInput, approve_request, set_team_quota, submit_request  # noqa: E402
@@ -73,9 +76,6 @@ from scheduling import services, sync  # noqa: E402
 from scheduling.choices import SyncAction, SyncStatus  # noqa: E402
 from scheduling.domain.render import LABEL_MANAGED_BY, LABEL_TEAM  # noqa: E402
 from scheduling.exceptions import DomainError  # noqa: E402
-from scheduling.k8s.apply import call_with_retry  # noqa: E402
-from scheduling.k8s.client import build_api_client  # noqa: E402
-from scheduling.k8s.errors import K8sError  # noqa: E402
 from scheduling.models import SyncRun  # noqa: E402
 from tests.kubeapi import volcano  # noqa: E402
 from tests.kubeapi.server import FakeKubeApi  # noqa: E402

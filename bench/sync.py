@@ -41,6 +41,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth.models import User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from kube.client import build_api_client  # noqa: E402
 from quotas.models import (  # noqa: E402
     LimitPolicy,
     Membership,
@@ -49,7 +50,6 @@ from quotas.models import (  # noqa: E402
     Team,
     TeamQuota,
 )
-from scheduling.k8s.client import build_api_client  # noqa: E402
 from scheduling.sync import create_run, run_sync  # noqa: E402
 from tests.kubeapi.server import FakeKubeApi  # noqa: E402
 

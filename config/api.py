@@ -34,6 +34,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, UserRateThrottle
 
 from config.net import client_ip
+from kube.errors import DomainError as KubeDomainError
 from monitoring.domain.chargeback import ChargebackError
 from monitoring.exceptions import DomainError as MonitoringDomainError
 from quotas import exceptions as quota_errors
@@ -91,7 +92,10 @@ def _domain_response(exc: Exception) -> Response | None:
         return Response(error_body(flatten_errors(data)), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, ChargebackError):
         return Response(error_body({DETAIL: [str(exc)]}), status=status.HTTP_400_BAD_REQUEST)
-    if isinstance(exc, quota_errors.DomainError | MonitoringDomainError | SchedulingDomainError):
+    if isinstance(
+        exc,
+        quota_errors.DomainError | MonitoringDomainError | SchedulingDomainError | KubeDomainError,
+    ):
         # A state the request cannot be applied to (e.g. a sync already running).
         return Response(error_body({DETAIL: [str(exc)]}), status=status.HTTP_409_CONFLICT)
     return None

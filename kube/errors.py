@@ -1,6 +1,6 @@
 """Our error hierarchy at the Kubernetes edge.
 
-Nothing outside ``scheduling.k8s`` catches ``kubernetes.client.ApiException`` or urllib3 errors:
+Nothing outside ``kube`` catches ``kubernetes.client.ApiException`` or urllib3 errors:
 every call into the client runs inside ``translated()``, which re-raises them as one of
 
 * ``K8sNotFound`` (404),
@@ -25,8 +25,6 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from scheduling.exceptions import DomainError
-
 BODY_LIMIT = 1024
 
 
@@ -37,6 +35,11 @@ def truncate(text: str | None, limit: int = BODY_LIMIT) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+class DomainError(Exception):
+    """Base of every error the Kubernetes edge raises on purpose. Not an app's ``DomainError``
+    (this package imports no app): callers catch it next to their own."""
 
 
 class K8sError(DomainError):

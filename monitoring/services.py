@@ -159,7 +159,7 @@ def observe_cluster(
         return usage, f"snapshot:{arg}"[:64]
     if mode == "disabled":
         raise CollectorError("usage collection is disabled (FAIRSHARE_CLUSTER=disabled)")
-    from scheduling.k8s.client import build_api_client
+    from kube.client import build_api_client
 
     timeout = (5.0, float(getattr(settings, "FAIRSHARE_KUBE_TIMEOUT", 30)))
     client = build_api_client(mode, kubeconfig=arg or None, timeout=timeout)

@@ -23,13 +23,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kube.apply import call_with_retry
+from kube.client import KINDS
+from kube.observe import list_raw
 from quotas.models import Namespace
 from quotas.protection import foreign_manager, namespace_refusal
 from scheduling.domain.plan import Change
 from scheduling.domain.render import ANNOTATION_ADOPTED, ANNOTATION_RELEASED
-from scheduling.k8s.apply import call_with_retry
-from scheduling.k8s.client import KINDS
-from scheduling.k8s.observe import list_raw
 
 # Up to this many new namespaces are looked up one LIST by name each; more, with one LIST of all.
 BY_NAME_AT_MOST = 20

@@ -105,6 +105,11 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
+from kube.apply import call_with_retry, delete, server_side_apply
+from kube.client import KINDS, build_api_client
+from kube.errors import K8sError, K8sNotFound, K8sTransient, is_webhook_denial
+from kube.observe import MANAGED_SELECTOR, list_managed, managed_in_dump
+from kube.scheduler_config import read_scheduler_config, scheduler_config_warnings
 from quotas.choices import AuditVerb
 from quotas.models import QuotaRequest
 from quotas.quantities import parse_quantity as parse_db_quantity
@@ -123,11 +128,6 @@ from scheduling.domain.plan import (
 )
 from scheduling.domain.render import LABEL_TEAM, render
 from scheduling.exceptions import DomainError
-from scheduling.k8s.apply import call_with_retry, delete, server_side_apply
-from scheduling.k8s.client import KINDS, build_api_client
-from scheduling.k8s.errors import K8sError, K8sNotFound, K8sTransient, is_webhook_denial
-from scheduling.k8s.observe import MANAGED_SELECTOR, list_managed, managed_in_dump
-from scheduling.k8s.scheduler_config import read_scheduler_config, scheduler_config_warnings
 from scheduling.models import SyncItem, SyncRun
 
 __all__ = [

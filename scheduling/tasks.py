@@ -8,7 +8,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from scheduling.k8s.errors import K8sTransient
+from kube.errors import K8sTransient
 
 log = logging.getLogger(__name__)
 

@@ -83,8 +83,8 @@ def _counts(pairs: Iterable[tuple[str, bool]]) -> PodGroupCounts:
 def live_podgroup_queues(api_client: Any) -> PodGroupCounts:
     """PodGroups per queue from one paginated LIST across all namespaces. Raises K8sError
     (e.g. 404 where Volcano is not installed)."""
-    from scheduling.k8s.apply import call_with_retry
-    from scheduling.k8s.observe import list_raw
+    from kube.apply import call_with_retry
+    from kube.observe import list_raw
 
     items = call_with_retry(lambda: list(list_raw(api_client, PODGROUPS_PATH)), attempts=3)
     return _counts(

@@ -1,6 +1,6 @@
 """Watch-driven drift repair (service): watch the managed kinds, sync the teams that drifted.
 
-``DriftWatcher`` runs one :class:`~scheduling.k8s.watch.Reflector` per managed kind (our label
+``DriftWatcher`` runs one :class:`~kube.watch.Reflector` per managed kind (our label
 selector, resourceVersion, bookmarks, re-list after 410) and turns what it sees into targeted
 syncs:
 
@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kube.client import KINDS
+from kube.watch import Reflector
 from scheduling.domain.render import LABEL_TEAM
-from scheduling.k8s.client import KINDS
-from scheduling.k8s.watch import Reflector
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Two sources, same result (:class:`monitoring.domain.aggregate.ClusterUsage`):
 
-* :func:`collect` reads the API server through ``scheduling.k8s.observe.list_raw`` (the only
+* :func:`collect` reads the API server through ``kube.observe.list_raw`` (the only
   package that talks to the ``kubernetes`` client). Nodes first, then pods, each as a paginated
   LIST (``limit`` + ``continue``) served from the API server's watch cache
   (``resourceVersion=0``), parsed as raw JSON dicts (no client model objects). Pods are filtered
@@ -38,13 +38,13 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from kube.apply import call_with_retry
+from kube.errors import K8sNotFound
+from kube.observe import list_raw
 from monitoring.domain import snapshot_clock
 from monitoring.domain.aggregate import ClusterUsage, aggregate, parse_list_dump
 from monitoring.domain.workloads import WorkloadCollector
 from monitoring.exceptions import CollectorError
-from scheduling.k8s.apply import call_with_retry
-from scheduling.k8s.errors import K8sNotFound
-from scheduling.k8s.observe import list_raw
 
 NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/pods"
@@ -89,7 +89,7 @@ def collect(
 
     ``namespace_teams`` maps namespace → team slug (others are ``unassigned``). ``stats``, if
     given, receives ``nodes`` and ``pods`` (objects read, from the successful attempt).
-    Raises ``scheduling.k8s.errors.K8sError`` subclasses when the API keeps failing.
+    Raises ``kube.errors.K8sError`` subclasses when the API keeps failing.
     """
 
     def observe() -> ClusterUsage:

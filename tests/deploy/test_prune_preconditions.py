@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from kube import apply
 from quotas.models import Team
 from scheduling import sync
 from scheduling.choices import SyncStatus
-from scheduling.k8s import apply
 from scheduling.sync import create_run, run_sync
 
 

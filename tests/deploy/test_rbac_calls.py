@@ -2,8 +2,8 @@
 traced to the calls that use it, and a call nobody listed here fails the test until the role
 (and deploy/README.md's table) says why it is needed.
 
-Every request to the API server goes through ``request_json`` (scheduling/k8s/client.py) or,
-for watches, ``param_serialize`` in scheduling/k8s/watch.py; no generated API class is used.
+Every request to the API server goes through ``request_json`` (kube/client.py) or,
+for watches, ``param_serialize`` in kube/watch.py; no generated API class is used.
 """
 
 from __future__ import annotations
@@ -14,28 +14,28 @@ from pathlib import Path
 
 import yaml
 
+from kube.client import KINDS
 from scheduling.domain.render import render
 from scheduling.domain.types import ClusterSpec, MemberSpec, NamespaceSpec, TeamSpec
-from scheduling.k8s.client import KINDS
 
 ROOT = Path(__file__).parents[2]
-PRODUCT = ("config", "quotas", "scheduling", "monitoring", "portal")
+PRODUCT = ("config", "kube", "quotas", "scheduling", "monitoring", "portal")
 
 # Each call site: (file, HTTP method) -> the verbs it needs, on what.
 MANAGED = "the managed kinds"
 CALL_SITES = {
     # list_raw / list_managed: LIST (GET on a collection), paged
-    ("scheduling/k8s/observe.py", "GET"): ("list", "collections"),
+    ("kube/observe.py", "GET"): ("list", "collections"),
     # list_with_version: the drift watcher's LIST before its WATCH
-    ("scheduling/k8s/watch.py", "GET"): ("list", MANAGED),
+    ("kube/watch.py", "GET"): ("list", MANAGED),
     # stream_watch: GET ...?watch=true
-    ("scheduling/k8s/watch.py", "GET watch"): ("watch", MANAGED),
+    ("kube/watch.py", "GET watch"): ("watch", MANAGED),
     # server_side_apply: PATCH (application/apply-patch+yaml); creates what does not exist
-    ("scheduling/k8s/apply.py", "PATCH"): ("patch+create", MANAGED),
+    ("kube/apply.py", "PATCH"): ("patch+create", MANAGED),
     # delete (prune)
-    ("scheduling/k8s/apply.py", "DELETE"): ("delete", MANAGED),
+    ("kube/apply.py", "DELETE"): ("delete", MANAGED),
     # the Volcano scheduler ConfigMap: a namespaced Role in deploy/volcano/, not the ClusterRole
-    ("scheduling/k8s/scheduler_config.py", "GET"): ("get", "volcano role"),
+    ("kube/scheduler_config.py", "GET"): ("get", "volcano role"),
 }
 
 

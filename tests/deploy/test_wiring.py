@@ -20,7 +20,7 @@ import yaml
 from django.http.request import split_domain_port, validate_host
 from django.urls import Resolver404, resolve
 
-from scheduling.k8s.scheduler_config import CONFIG_KEY, scheduler_config_warnings
+from kube.scheduler_config import CONFIG_KEY, scheduler_config_warnings
 
 from .manifests import (
     DEPLOY,
@@ -266,7 +266,7 @@ def test_every_config_map_and_secret_key_a_container_reads_is_documented(docs):
     # and every documented key is one the code or a manifest reads
     source = "".join(
         path.read_text()
-        for package in ("config", "scheduling", "monitoring", "quotas", "portal")
+        for package in ("config", "kube", "scheduling", "monitoring", "quotas", "portal")
         for path in (DEPLOY.parent / package).rglob("*.py")
     )
     for key in documented:

@@ -1,5 +1,5 @@
 """The fake API server's watch, as the API server's watch cache serves it, read through the real
-kubernetes client (``scheduling.k8s.watch``): events after a resourceVersion, label filtering
+kubernetes client (``kube.watch``): events after a resourceVersion, label filtering
 with the previous state, bookmarks, and 410 Expired after the history is compacted — and the
 reflector that re-lists on 410 instead of crashing."""
 
@@ -11,8 +11,8 @@ import time
 import pytest
 from kubernetes.client import CoreV1Api
 
-from scheduling.k8s.apply import delete
-from scheduling.k8s.watch import Expired, Reflector, list_with_version, stream_watch
+from kube.apply import delete
+from kube.watch import Expired, Reflector, list_with_version, stream_watch
 
 SELECTOR = "app.kubernetes.io/managed-by=fairshare"
 LABELS = {"app.kubernetes.io/managed-by": "fairshare", "fairshare.io/team": "team-a"}

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from kube.errors import K8sTransient
 from monitoring import services
 from monitoring.collectors import k8s_usage
 from monitoring.exceptions import CollectorError
 from monitoring.models import CapacitySnapshot, UsageSample
-from scheduling.k8s.errors import K8sTransient
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "monitoring" / "fixtures" / "demo_cluster.json"

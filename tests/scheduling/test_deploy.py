@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from scheduling.k8s.scheduler_config import CONFIG_KEY, scheduler_config_warnings
+from kube.scheduler_config import CONFIG_KEY, scheduler_config_warnings
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"

@@ -1,4 +1,4 @@
-"""The Kubernetes edge (scheduling.k8s) against the fake API server, through the real client."""
+"""The Kubernetes edge (kube) against the fake API server, through the real client."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import socket
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from scheduling.exceptions import DomainError
-from scheduling.k8s import errors
-from scheduling.k8s.apply import call_with_retry, delete, server_side_apply
-from scheduling.k8s.client import KINDS, build_api_client, kind_info
-from scheduling.k8s.errors import (
+from kube import errors
+from kube.apply import call_with_retry, delete, server_side_apply
+from kube.client import KINDS, build_api_client, kind_info
+from kube.errors import (
+    DomainError,
     K8sConfigError,
     K8sConflict,
     K8sError,
@@ -19,7 +19,7 @@ from scheduling.k8s.errors import (
     K8sPermanent,
     K8sTransient,
 )
-from scheduling.k8s.observe import list_managed, list_raw
+from kube.observe import list_managed, list_raw
 
 # The lead registers this plugin in tests/conftest.py; naming it here too is harmless (pytest
 # registers a plugin once) and lets this module run on its own.

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduling.k8s.apply import server_side_apply
-from scheduling.k8s.client import build_api_client, request_json
-from scheduling.k8s.errors import K8sTransient
+from kube.apply import server_side_apply
+from kube.client import build_api_client, request_json
+from kube.errors import K8sTransient
 from tests.kubeapi.server import FakeKubeApi
 from tests.kubeapi.tls import make_pki
 
@@ -109,7 +109,7 @@ def test_it_trusts_the_clusters_ca_and_checks_the_servers_name(https, pki, tmp_p
 
 
 def test_a_ca_file_that_holds_no_certificate_is_a_configuration_error(https, tmp_path):
-    from scheduling.k8s.errors import K8sConfigError
+    from kube.errors import K8sConfigError
 
     bogus = tmp_path / "ca.crt"
     bogus.write_text("not a certificate\n")

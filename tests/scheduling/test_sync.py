@@ -12,10 +12,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from kube.errors import K8sConfigError, K8sTransient
 from quotas.models import AuditEvent, Namespace, Team, TeamQuota
 from scheduling import sync
 from scheduling.choices import SyncAction, SyncStatus
-from scheduling.k8s.errors import K8sConfigError, K8sTransient
 from scheduling.models import SyncRun
 from scheduling.sync import LAST_APPLIED_ANNOTATION, create_run, reap_stale_runs, run_sync
 from tests.base import GPU, make_cast

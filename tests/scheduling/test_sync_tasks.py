@@ -10,11 +10,11 @@ import pytest
 from celery.canvas import _chain
 from kombu.exceptions import OperationalError
 
+from kube.errors import K8sTransient
 from quotas.services import set_team_quota
 from quotas.signals import quota_changed
 from scheduling import sync, tasks
 from scheduling.choices import SyncStatus
-from scheduling.k8s.errors import K8sTransient
 from scheduling.models import SyncRun
 from scheduling.sync import create_run, start_sync
 from tests.base import GPU

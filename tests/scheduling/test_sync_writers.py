@@ -1,5 +1,5 @@
 """Concurrent writers of a sync (scheduling.sync ``_Writers``/``apply_waves``) and the cheap
-per-request path of the client (``scheduling.k8s.client``): the writes of one wave go out
+per-request path of the client (``kube.client``): the writes of one wave go out
 together, never more than ``FAIRSHARE_SYNC_WORKERS`` at once, and the result is the same as one
 write after another."""
 
@@ -11,8 +11,8 @@ import textwrap
 import pytest
 import yaml
 
-from scheduling.k8s import client as k8s_client_module
-from scheduling.k8s.client import build_api_client
+from kube import client as k8s_client_module
+from kube.client import build_api_client
 from scheduling.models import SyncRun
 from scheduling.sync import create_run, run_sync
 from tests.base import make_cast
@@ -212,7 +212,7 @@ def test_a_proxying_pool_manager_gets_the_whole_url(cluster):
     host's connection pool."""
     import urllib3
 
-    from scheduling.k8s.client import request_json
+    from kube.client import request_json
 
     seen = []
 
@@ -236,8 +236,8 @@ def test_a_proxying_pool_manager_gets_the_whole_url(cluster):
 def test_a_kubeconfig_proxy_url_sends_every_request_through_the_proxy(cluster, tmp_path):
     """``proxy-url`` in the kubeconfig: requests go to the proxy (here the fake itself, which
     like a forward proxy takes the absolute URL), for a server name that does not resolve."""
-    from scheduling.k8s.client import request_json
-    from scheduling.k8s.errors import K8sTransient
+    from kube.client import request_json
+    from kube.errors import K8sTransient
 
     config = tmp_path / "kubeconfig"
     config.write_text(

@@ -13,9 +13,9 @@ from django.core.management.base import CommandError
 from django.db import connection
 from kubernetes.client import CoreV1Api
 
+from kube.apply import delete
+from kube.client import build_api_client
 from scheduling.choices import SyncStatus
-from scheduling.k8s.apply import delete
-from scheduling.k8s.client import build_api_client
 from scheduling.models import SyncRun
 from scheduling.sync import create_run, run_sync
 from scheduling.watch import DriftWatcher

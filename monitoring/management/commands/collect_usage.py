@@ -8,10 +8,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from django.utils import timezone
 
+from kube.errors import K8sError
 from monitoring import services
 from monitoring.collectors import k8s_usage
 from monitoring.exceptions import CollectorError
-from scheduling.k8s.errors import K8sError
 
 
 class Command(BaseCommand):

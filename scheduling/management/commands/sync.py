@@ -6,6 +6,7 @@ from collections import Counter
 
 from django.core.management.base import BaseCommand, CommandError
 
+from kube.errors import K8sError
 from scheduling.choices import SyncAction, SyncStatus
 from scheduling.exceptions import DomainError
 from scheduling.models import SyncRun
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         run = create_run(dry_run=dry_run, trigger="command")
         try:
             run = run_sync(run.pk)
-        except (DomainError, ValueError) as e:
+        except (DomainError, K8sError, ValueError) as e:
             run = SyncRun.objects.get(pk=run.pk)
             raise CommandError(f"{_title(run)} failed: {run.error or e}") from e
         if run.status in (SyncStatus.QUEUED, SyncStatus.MERGED):

@@ -14,6 +14,7 @@ import threading
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from kube.errors import K8sError
 from scheduling.exceptions import DomainError
 
 
@@ -53,7 +54,7 @@ class Command(BaseCommand):
             )
         try:
             api_client = _build_client()
-        except DomainError as e:
+        except (DomainError, K8sError) as e:
             raise CommandError(str(e)) from e
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
