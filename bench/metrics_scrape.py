@@ -122,9 +122,9 @@ def main() -> None:
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from monitoring.metrics import build_registry
     from monitoring.models import GpuSample
     from monitoring.services import current_gpu_alerts
+    from portal.metrics import build_registry
     from quotas.models import Team
 
     call_command("migrate", verbosity=0)

@@ -124,7 +124,7 @@ class InClusterEndpointsMiddleware:
     def _view(self, path: str):
         if self._views is None:
             from config.health import healthz, readyz
-            from monitoring.views import metrics
+            from portal.views.metrics import metrics
 
             self._views = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics}
         return self._views[path]

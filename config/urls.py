@@ -44,7 +44,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("", include("portal.urls")),
     path("", include("scheduling.urls")),
-    path("", include("monitoring.urls")),
 ]
 
 handler400 = "config.errors.bad_request"

@@ -1,61 +1,10 @@
-"""Prometheus metrics, read from the database at scrape time.
+"""Prometheus metrics of tenancy and usage, read from the database at scrape time.
 
-:class:`FairshareCollector` is a custom ``prometheus_client`` collector registered on its own
-``CollectorRegistry`` (no process/GC metrics of whichever worker served the scrape: the numbers
-are the cluster's, not the web process's). A scrape runs a constant number of queries (17),
-whatever the number of teams, resources or GPUs. Amounts are in base units (cores, bytes,
-devices); ``team="unassigned"`` collects namespaces no team owns. /metrics is an operator
-endpoint (``FAIRSHARE_METRICS_TOKEN`` or loopback: an admin credential), so it carries every team
-whatever ``FAIRSHARE_SHARE_VISIBILITY`` says (scheduling.visibility); dashboards built on it for
-teams should filter by team when visibility is ``own``.
-
-Metrics (gauges):
-
-* ``fairshare_quota_guarantee{team,resource}``, ``fairshare_quota_limit{team,resource}``
-  (teams without a ceiling have no limit series)
-* ``fairshare_allocated{team,resource}``, ``fairshare_pending{team,resource}``: the latest
-  collection; ``fairshare_usage_collected_timestamp_seconds``
-* ``fairshare_cluster_capacity{resource}``: the latest capacity snapshot
-* ``fairshare_pending_workloads{team,queue}``, ``fairshare_pending_workload_gpus{team,queue}``:
-  waiting workloads (gangs, Volcano Jobs, owner groups) of the latest collection and the GPUs
-  they still need admitted (a waiting gang: all of it); ``queue`` is "" outside Volcano queues
-* ``fairshare_dominant_share{team,resource}`` (resource = the dominant one),
-  ``fairshare_fair_share{team}``, ``fairshare_fair_allocation{team,resource}``: the latest
-  ShareComputation, if any; ``fairshare_shares_computed_timestamp_seconds``
-* ``fairshare_shares_stale``: 1 while the fair shares are stale (a computation failed after the
-  latest successful one, ``scheduling.health.share_health``), else 0;
-  ``fairshare_share_failures``: failed computations since the latest success;
-  ``fairshare_shares_stale_since_timestamp_seconds`` (only while stale: the first failure) and
-  ``fairshare_shares_last_success_timestamp_seconds`` (once one succeeded)
-* Per GPU, the newest sample of each GPU that reported within the collection window
-  (:func:`monitoring.services.gpu_reporting_window`, two minutes by default), labelled
-  ``node``, ``gpu`` (the index), ``uuid``, ``model``, ``namespace`` and ``team``:
-  ``fairshare_gpu_device_utilization_percent``, ``fairshare_gpu_device_memory_used_percent``
-  (memory used ÷ total × 100) and ``fairshare_gpu_device_temperature_celsius``. A GPU no pod
-  uses has empty ``namespace`` and ``team``; a pod in a namespace no team owns has
-  ``team="unassigned"``. A value the GPU does not report (MIG: no utilization) has no series.
-  One series per GPU and metric: 1,000 GPUs are 1,000 series each (docs/operations.md). The
-  PrometheusRule's recording rules map these, or DCGM exporter's ``DCGM_FI_DEV_GPU_UTIL``,
-  ``DCGM_FI_DEV_FB_USED``/``FREE`` and ``DCGM_FI_DEV_GPU_TEMP``, onto the names its alerts read.
-* Per team, over the same samples: ``fairshare_gpu_utilization_percent{team}`` (mean),
-  ``fairshare_gpus_reporting{team}``, ``fairshare_gpu_memory_used_max_percent{team}`` and
-  ``fairshare_gpu_temperature_max_celsius{team}`` (the fullest and the hottest GPU); GPUs no pod
-  uses count under ``unassigned``
-* ``fairshare_team_info{team,name,leads,url}`` (1 per active team; ``leads``: the active leads'
-  emails, or usernames where no email is set, comma-separated; ``url``: the team page) and
-  ``fairshare_namespace_info{namespace,team}``: what the alerts' annotations and the DCGM
-  recording rules join on (``deploy/monitoring/prometheusrule.yaml``)
-* ``fairshare_idle_gpus{team}``: GPUs in open idle alerts
-* ``fairshare_budget_hours{team,resource}``, ``fairshare_budget_allocated_hours{team,resource}``:
-  budget use this month (``monitoring.services.budget_use``: allocated hours up to the end of
-  the newest rolled-up hour, ``fairshare_budget_cutoff_timestamp_seconds``), the figure the
-  pages and the API show; ``fairshare_budget_used_hours`` is its former name (same value)
-* ``fairshare_sync_success``: 1 if the newest finished (non-dry-run) sync succeeded, else 0;
-  ``fairshare_sync_last_finished_timestamp_seconds``, ``fairshare_sync_age_seconds``,
-  ``fairshare_sync_last_success_timestamp_seconds``
-* ``fairshare_transition_waiting{team,kind}``: 1 per team change waiting for workloads to
-  finish (``quotas.transitions``); ``fairshare_transition_blocking_workloads{team,kind}``: the
-  PodGroups it waits for; ``fairshare_transition_waiting_seconds{team,kind}``: since when
+:class:`UsageMetrics` yields the sections of /metrics this app owns: quotas, usage, capacity,
+waiting workloads, GPUs, team and namespace info, idle GPUs, budgets and waiting transitions.
+The shares and syncs are scheduling's (``scheduling.metrics``); ``portal.metrics`` composes
+the exposition and lists every metric. ``gauge``, ``number`` and ``timestamp`` are the helpers
+each section uses, shared with ``scheduling.metrics``.
 """
 
 from __future__ import annotations
@@ -68,9 +17,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Count, Sum
 from django.urls import reverse
-from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector, CollectorRegistry
 
 from monitoring.choices import AlertStatus
 from monitoring.domain.gpu_alerts import memory_percent
@@ -88,15 +35,15 @@ UNASSIGNED = "unassigned"
 GPU_LABELS = ["node", "gpu", "uuid", "model", "namespace", "team"]
 
 
-def _num(value: Decimal | str | float | int) -> float:
+def number(value: Decimal | str | float | int) -> float:
     return float(Decimal(str(value)))
 
 
-def _ts(moment: datetime) -> float:
+def timestamp(moment: datetime) -> float:
     return moment.timestamp()
 
 
-def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+def gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, labels=labels)
 
 
@@ -104,56 +51,39 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-class FairshareCollector(Collector):
-    """Yield Fairshare's gauges from the database; ``now`` is injectable for tests."""
-
-    def __init__(self, now=None):
-        self._now = now
-
-    def collect(self) -> Iterator[Metric]:
-        now = self._now() if self._now else timezone.now()
-        yield from self._quotas()
-        yield from self._usage()
-        yield from self._capacity()
-        yield from self._workloads()
-        yield from self._shares()
-        yield from self._share_health()
-        yield from self._gpus(now)
-        yield from self._teams()
-        yield from self._idle()
-        yield from self._budgets(now)
-        yield from self._sync(now)
-        yield from self._transitions(now)
+class UsageMetrics:
+    """The tenancy and usage sections of /metrics, each a method yielding its gauges from the
+    database (``portal.metrics`` composes them with scheduling's into the exposition)."""
 
     # ---------------------------------------------------------------- quotas and usage
 
-    def _quotas(self) -> Iterator[Metric]:
-        guarantee = _gauge(
+    def quotas(self) -> Iterator[Metric]:
+        guarantee = gauge(
             "fairshare_quota_guarantee", "Reserved minimum (base units).", ["team", "resource"]
         )
-        limit = _gauge("fairshare_quota_limit", "Ceiling (base units).", ["team", "resource"])
+        limit = gauge("fairshare_quota_limit", "Ceiling (base units).", ["team", "resource"])
         rows = TeamQuota.objects.filter(team__active=True).values_list(
             "team__slug", "resource", "guarantee", "limit"
         )
         for slug, resource, g, lim in rows.order_by("team__slug", "resource"):
-            guarantee.add_metric([slug, resource], _num(g))
+            guarantee.add_metric([slug, resource], number(g))
             if lim is not None:
-                limit.add_metric([slug, resource], _num(lim))
+                limit.add_metric([slug, resource], number(lim))
         yield guarantee
         yield limit
 
-    def _usage(self) -> Iterator[Metric]:
-        allocated = _gauge(
+    def usage(self) -> Iterator[Metric]:
+        allocated = gauge(
             "fairshare_allocated",
             "Requests of bound pods at the latest collection (base units).",
             ["team", "resource"],
         )
-        pending = _gauge(
+        pending = gauge(
             "fairshare_pending",
             "Requests of unscheduled pods at the latest collection (base units).",
             ["team", "resource"],
         )
-        collected = _gauge(
+        collected = gauge(
             "fairshare_usage_collected_timestamp_seconds", "Time of the latest collection.", []
         )
         latest = UsageSample.objects.order_by("-taken_at").values("taken_at")[:1]
@@ -167,21 +97,21 @@ class FairshareCollector(Collector):
         for row in rows:
             when = row["taken_at"]
             team = row["team__slug"] or UNASSIGNED
-            allocated.add_metric([team, row["resource"]], _num(row["a"]))
-            pending.add_metric([team, row["resource"]], _num(row["p"]))
+            allocated.add_metric([team, row["resource"]], number(row["a"]))
+            pending.add_metric([team, row["resource"]], number(row["p"]))
         yield allocated
         yield pending
         if when is not None:
-            collected.add_metric([], _ts(when))
+            collected.add_metric([], timestamp(when))
         yield collected
 
-    def _workloads(self) -> Iterator[Metric]:
-        count = _gauge(
+    def workloads(self) -> Iterator[Metric]:
+        count = gauge(
             "fairshare_pending_workloads",
             "Waiting workloads at the latest collection.",
             ["team", "queue"],
         )
-        gpus = _gauge(
+        gpus = gauge(
             "fairshare_pending_workload_gpus",
             "GPUs the waiting workloads still need admitted (whole gangs), latest collection.",
             ["team", "queue"],
@@ -200,8 +130,8 @@ class FairshareCollector(Collector):
         yield count
         yield gpus
 
-    def _capacity(self) -> Iterator[Metric]:
-        capacity = _gauge(
+    def capacity(self) -> Iterator[Metric]:
+        capacity = gauge(
             "fairshare_cluster_capacity",
             "Allocatable of Ready, schedulable nodes (base units).",
             ["resource"],
@@ -209,127 +139,44 @@ class FairshareCollector(Collector):
         snapshot = CapacitySnapshot.objects.order_by("-taken_at", "-id").first()
         if snapshot is not None:
             for resource, amount in sorted(snapshot.resources.items()):
-                capacity.add_metric([resource], _num(amount))
+                capacity.add_metric([resource], number(amount))
         yield capacity
-
-    def _shares(self) -> Iterator[Metric]:
-        from scheduling.models import ShareComputation, ShareSnapshot
-
-        dominant = _gauge(
-            "fairshare_dominant_share",
-            "Dominant share of current usage (0-1); resource is the dominant resource.",
-            ["team", "resource"],
-        )
-        fair = _gauge(
-            "fairshare_fair_share", "Dominant share of the DRF fair allocation.", ["team"]
-        )
-        allocation = _gauge(
-            "fairshare_fair_allocation",
-            "DRF fair allocation (base units).",
-            ["team", "resource"],
-        )
-        computed = _gauge(
-            "fairshare_shares_computed_timestamp_seconds",
-            "Time of the latest share computation.",
-            [],
-        )
-        latest = ShareComputation.objects.order_by("-computed_at", "-id").values("id")[:1]
-        rows = (
-            ShareSnapshot.objects.filter(computation=latest)
-            .values_list(
-                "team__slug",
-                "computed_at",
-                "dominant_share",
-                "dominant_resource",
-                "fair_share",
-                "fair_allocation",
-            )
-            .order_by("team__slug")
-        )
-        when = None
-        for slug, computed_at, share, resource, fair_share, fair_allocation in rows:
-            when = computed_at
-            dominant.add_metric([slug, resource or ""], share)
-            fair.add_metric([slug], fair_share)
-            for name, amount in sorted((fair_allocation or {}).items()):
-                allocation.add_metric([slug, name], _num(amount))
-        yield dominant
-        yield fair
-        yield allocation
-        if when is not None:
-            computed.add_metric([], _ts(when))
-        yield computed
-
-    def _share_health(self) -> Iterator[Metric]:
-        from scheduling.health import share_health
-
-        health = share_health()  # two queries
-        stale = _gauge(
-            "fairshare_shares_stale",
-            "1 while the fair shares are stale: a computation failed after the latest success.",
-            [],
-        )
-        stale.add_metric([], 1 if health.stale else 0)
-        failures = _gauge(
-            "fairshare_share_failures",
-            "Failed share computations since the latest successful one.",
-            [],
-        )
-        failures.add_metric([], health.failures)
-        since = _gauge(
-            "fairshare_shares_stale_since_timestamp_seconds",
-            "Time of the first failed share computation since the latest success.",
-            [],
-        )
-        if health.stale and health.since is not None:
-            since.add_metric([], _ts(health.since))
-        last_ok = _gauge(
-            "fairshare_shares_last_success_timestamp_seconds",
-            "Time of the latest successful share computation.",
-            [],
-        )
-        if health.last_good is not None:
-            last_ok.add_metric([], _ts(health.last_good.computed_at))
-        yield stale
-        yield failures
-        yield since
-        yield last_ok
 
     # ---------------------------------------------------------------- GPUs and budgets
 
-    def _gpus(self, now: datetime) -> Iterator[Metric]:
+    def gpus(self, now: datetime) -> Iterator[Metric]:
         from monitoring.services import gpu_reporting_window
 
         window = gpu_reporting_window()
-        util = _gauge(
+        util = gauge(
             "fairshare_gpu_device_utilization_percent",
             "GPU utilization of the GPU's newest sample (percent).",
             GPU_LABELS,
         )
-        memory = _gauge(
+        memory = gauge(
             "fairshare_gpu_device_memory_used_percent",
             "GPU memory used / total of the GPU's newest sample (percent).",
             GPU_LABELS,
         )
-        temperature = _gauge(
+        temperature = gauge(
             "fairshare_gpu_device_temperature_celsius",
             "GPU temperature of the GPU's newest sample (degrees Celsius).",
             GPU_LABELS,
         )
-        team_util = _gauge(
+        team_util = gauge(
             "fairshare_gpu_utilization_percent",
             "Mean utilization of the team's GPUs (newest sample of each).",
             ["team"],
         )
-        reporting = _gauge(
+        reporting = gauge(
             "fairshare_gpus_reporting", "GPUs with a sample in the collection window.", ["team"]
         )
-        team_memory = _gauge(
+        team_memory = gauge(
             "fairshare_gpu_memory_used_max_percent",
             "Memory used / total of the team's fullest GPU (percent).",
             ["team"],
         )
-        team_temperature = _gauge(
+        team_temperature = gauge(
             "fairshare_gpu_temperature_max_celsius",
             "Temperature of the team's hottest GPU (degrees Celsius).",
             ["team"],
@@ -383,13 +230,13 @@ class FairshareCollector(Collector):
         yield team_memory
         yield team_temperature
 
-    def _teams(self) -> Iterator[Metric]:
-        info = _gauge(
+    def teams(self) -> Iterator[Metric]:
+        info = gauge(
             "fairshare_team_info",
             "1 per active team: display name, leads to contact, team page.",
             ["team", "name", "leads", "url"],
         )
-        namespaces = _gauge(
+        namespaces = gauge(
             "fairshare_namespace_info",
             "1 per namespace: the team that owns it.",
             ["namespace", "team"],
@@ -410,22 +257,22 @@ class FairshareCollector(Collector):
         yield info
         yield namespaces
 
-    def _transitions(self, now: datetime) -> Iterator[Metric]:
+    def transitions(self, now: datetime) -> Iterator[Metric]:
         from quotas.choices import TransitionState
         from quotas.models import Transition
 
         labels = ["team", "kind"]
-        waiting = _gauge(
+        waiting = gauge(
             "fairshare_transition_waiting",
             "1 per team change that waits for workloads in the cluster to finish.",
             labels,
         )
-        blocking = _gauge(
+        blocking = gauge(
             "fairshare_transition_blocking_workloads",
             "PodGroups a waiting team change waits for.",
             labels,
         )
-        age = _gauge(
+        age = gauge(
             "fairshare_transition_waiting_seconds",
             "How long a team change has been waiting.",
             labels,
@@ -442,8 +289,8 @@ class FairshareCollector(Collector):
         yield blocking
         yield age
 
-    def _idle(self) -> Iterator[Metric]:
-        idle = _gauge("fairshare_idle_gpus", "GPUs in open idle-GPU alerts.", ["team"])
+    def idle(self) -> Iterator[Metric]:
+        idle = gauge("fairshare_idle_gpus", "GPUs in open idle-GPU alerts.", ["team"])
         rows = (
             IdleGpuAlert.objects.filter(status=AlertStatus.OPEN)
             .values("team__slug")
@@ -454,23 +301,23 @@ class FairshareCollector(Collector):
             idle.add_metric([row["team__slug"]], row["n"] or 0)
         yield idle
 
-    def _budgets(self, now: datetime) -> Iterator[Metric]:
+    def budgets(self, now: datetime) -> Iterator[Metric]:
         from monitoring.services import budget_cutoff, budget_use
 
-        budget = _gauge(
+        budget = gauge(
             "fairshare_budget_hours", "Monthly budget in resource-hours.", ["team", "resource"]
         )
-        allocated = _gauge(
+        allocated = gauge(
             "fairshare_budget_allocated_hours",
             "Budget use: allocated resource-hours this month up to the budget cut-off.",
             ["team", "resource"],
         )
-        used = _gauge(
+        used = gauge(
             "fairshare_budget_used_hours",
             "Deprecated name of fairshare_budget_allocated_hours (the same value).",
             ["team", "resource"],
         )
-        cutoff = _gauge(
+        cutoff = gauge(
             "fairshare_budget_cutoff_timestamp_seconds",
             "The instant budget use counts up to: the end of the newest rolled-up hour.",
             [],
@@ -478,61 +325,11 @@ class FairshareCollector(Collector):
         uses = budget_use(now=now)
         for use in uses:
             labels = [use.team.slug, use.resource]
-            budget.add_metric(labels, _num(use.budget_hours))
-            allocated.add_metric(labels, _num(use.allocated_hours))
-            used.add_metric(labels, _num(use.allocated_hours))
+            budget.add_metric(labels, number(use.budget_hours))
+            allocated.add_metric(labels, number(use.allocated_hours))
+            used.add_metric(labels, number(use.allocated_hours))
         cutoff.add_metric([], (uses[0].cutoff if uses else budget_cutoff(now=now)).timestamp())
         yield budget
         yield allocated
         yield used
         yield cutoff
-
-    # ---------------------------------------------------------------- sync
-
-    def _sync(self, now: datetime) -> Iterator[Metric]:
-        from scheduling.choices import SyncStatus
-        from scheduling.models import SyncRun
-
-        success = _gauge(
-            "fairshare_sync_success", "1 if the newest finished sync succeeded, else 0.", []
-        )
-        finished = _gauge(
-            "fairshare_sync_last_finished_timestamp_seconds", "When the newest sync finished.", []
-        )
-        age = _gauge("fairshare_sync_age_seconds", "Seconds since the newest sync finished.", [])
-        last_ok = _gauge(
-            "fairshare_sync_last_success_timestamp_seconds",
-            "When the newest successful sync finished.",
-            [],
-        )
-        runs = SyncRun.objects.filter(dry_run=False, finished_at__isnull=False)
-        newest = (
-            runs.filter(status__in=[SyncStatus.SUCCEEDED, SyncStatus.FAILED])
-            .order_by("-finished_at", "-id")
-            .values_list("status", "finished_at")
-            .first()
-        )
-        if newest is not None:
-            status, finished_at = newest
-            success.add_metric([], 1 if status == SyncStatus.SUCCEEDED else 0)
-            finished.add_metric([], _ts(finished_at))
-            age.add_metric([], max(0.0, (now - finished_at).total_seconds()))
-        good = (
-            runs.filter(status=SyncStatus.SUCCEEDED)
-            .order_by("-finished_at")
-            .values_list("finished_at", flat=True)
-            .first()
-        )
-        if good is not None:
-            last_ok.add_metric([], _ts(good))
-        yield success
-        yield finished
-        yield age
-        yield last_ok
-
-
-def build_registry(now=None) -> CollectorRegistry:
-    """A fresh registry holding only :class:`FairshareCollector`."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(FairshareCollector(now=now))
-    return registry

@@ -1,10 +1,21 @@
 from django.urls import path
 
-from portal.views import adopt, approvals, quota_edit, rebalance, reports, requests, teams, tokens
+from portal.views import (
+    adopt,
+    approvals,
+    metrics,
+    quota_edit,
+    rebalance,
+    reports,
+    requests,
+    teams,
+    tokens,
+)
 
 app_name = "portal"
 
 urlpatterns = [
+    path("metrics", metrics.metrics, name="metrics"),
     path("teams/<slug:slug>/", teams.team_detail, name="team"),
     path("teams/<slug:slug>/members/", teams.member_add, name="member_add"),
     path(

@@ -16,10 +16,10 @@ from django.conf import settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-import monitoring.views
+import portal.views.metrics
 from monitoring.domain import gpu_alerts
-from monitoring.metrics import build_registry
 from monitoring.services import current_gpu_alerts, ingest_gpu_batch
+from portal.metrics import build_registry
 from tests.monitoring.gpu_inventory import node_object, place, pod_object
 from tests.monitoring.promtool import (
     alert_test,
@@ -445,7 +445,7 @@ def _scrape_every_minute(client, monkeypatch, *, start, minutes: int) -> dict:
     for k in range(minutes + 1):
         moment = start + timedelta(minutes=k)
         monkeypatch.setattr(
-            monitoring.views, "build_registry", lambda m=moment: build_registry(now=lambda: m)
+            portal.views.metrics, "build_registry", lambda m=moment: build_registry(now=lambda: m)
         )
         response = client.get("/metrics")
         assert response.status_code == 200

@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitoring.metrics import build_registry
 from monitoring.models import GpuSample, IdleGpuAlert, UsageRollup, UsageSample
+from portal.metrics import build_registry
 from quotas.models import Budget, Membership, Namespace, Team, TeamQuota
 from scheduling.models import ShareComputation, ShareSnapshot, SyncRun
 from tests.base import make_user

@@ -13,7 +13,7 @@ from django.test import RequestFactory
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitoring.metrics import build_registry
+from portal.metrics import build_registry
 from quotas.mailtext import absolute_url, human_time
 from quotas.models import TeamQuota
 from scheduling.exceptions import ShareProblemError

@@ -284,7 +284,7 @@ def test_the_api_shows_what_waits_and_lets_an_admin_cancel_it(world, cluster):
 
 
 def test_a_waiting_transition_is_a_prometheus_metric(world, cluster):
-    from monitoring.metrics import FairshareCollector
+    from portal.metrics import FairshareCollector
 
     workloads(cluster, "research-ml", "research")
     research = Team.objects.get(pk=world.research.pk)

@@ -1,4 +1,5 @@
-"""HTTP views of the monitoring app: the Prometheus scrape endpoint."""
+"""The Prometheus scrape endpoint, /metrics: the exposition ``portal.metrics`` composes from the
+apps' sections (monitoring's usage, scheduling's shares and syncs), behind its own access check."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from monitoring.metrics import build_registry
+from portal.metrics import build_registry
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def metrics_allowed(request: HttpRequest) -> tuple[bool, int]:
 
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Serve the Prometheus text exposition of :mod:`monitoring.metrics`."""
+    """Serve the Prometheus text exposition of :mod:`portal.metrics`."""
     allowed, status = metrics_allowed(request)
     if not allowed:
         response = HttpResponse(
