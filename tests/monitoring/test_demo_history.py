@@ -218,7 +218,7 @@ def test_the_gpu_feed_stores_each_batch_in_one_transaction(transactional_db, sna
 
     from django.db import connection
 
-    from monitoring.management.commands import backfill_demo as command
+    from portal.management.commands import backfill_demo as command
 
     batches = []
     real = command._insert_gpu_samples

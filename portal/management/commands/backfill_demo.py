@@ -16,6 +16,9 @@ Idempotent: it starts after the newest collection already stored (none: ``--days
 second run adds only the minutes since the first, and a demo restarted days later gets its gap
 filled. ``--follow`` then keeps posting GPU samples at the agent interval (the demo has no GPU
 nodes; the beat schedule keeps collecting the snapshot) until interrupted.
+
+A portal command because it composes the apps: monitoring's collections, samples and rollups
+and scheduling's share computations.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from monitoring import demo, services
 from monitoring.domain.aggregate import aggregate, cached_parser, parse_list_dump
 from monitoring.models import CapacitySnapshot, GpuSample
 from quotas.models import Namespace
+from scheduling.exceptions import DomainError
+from scheduling.services import compute_shares
 
 SOURCE = "demo-backfill"
 COARSE_COLLECT = timedelta(hours=1)
@@ -163,9 +168,6 @@ class Command(BaseCommand):
         return _insert_gpu_samples(readings, self.team_ids)
 
     def _shares(self, t: datetime) -> int:
-        from scheduling.exceptions import DomainError
-        from scheduling.services import compute_shares
-
         try:
             compute_shares(trigger=SOURCE, now=t)
         except DomainError as e:  # e.g. quotas an admin made invalid: history skips that point
