@@ -35,7 +35,7 @@ How each tenant is built (docs/drf.md has a worked example):
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -49,6 +49,7 @@ from quotas.models import Team, TeamQuota
 from quotas.quantities import format_quantity, is_integral_resource, parse_quantity
 from scheduling.domain.fairness import Tenant
 from scheduling.exceptions import NoCapacity, ShareProblemError
+from scheduling.models import ShareComputation, ShareSnapshot
 
 __all__ = [
     "DEMAND_CHILDREN",
@@ -423,3 +424,19 @@ def build_problem(
     Raises NoCapacity when no capacity is known, ValidationError for malformed overrides.
     """
     return make_problem(load_inputs(capacity=capacity), overrides)
+
+
+def latest_fair_allocations(team_slugs: Iterable[str]) -> dict[str, dict[str, Decimal]]:
+    """Per team slug of ``team_slugs``: its fair allocation in the latest share computation
+    (none computed yet: empty). Two queries, whatever the team count. The provider of fair
+    allocations that ``monitoring.workloads`` judges waiting workloads by (set in
+    ``SchedulingConfig.ready``)."""
+    slugs = sorted(set(team_slugs))
+    fair: dict[str, dict[str, Decimal]] = {}
+    latest = ShareComputation.objects.order_by("-computed_at", "-id").first()
+    if latest is not None:
+        for slug, allocation in ShareSnapshot.objects.filter(
+            computation=latest, team__slug__in=slugs
+        ).values_list("team__slug", "fair_allocation"):
+            fair[slug] = {r: Decimal(str(a)) for r, a in (allocation or {}).items()}
+    return fair

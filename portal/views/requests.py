@@ -12,7 +12,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from monitoring.models import CapacitySnapshot
-from monitoring.workloads import admitting_change
 from portal.forms import NoteForm
 from portal.previews import fresh_whatif, present_whatif, request_preview, with_overlaps
 from quotas import services as quota_services
@@ -32,6 +31,7 @@ from quotas.models import AuditEvent, QuotaRequest, Team
 from quotas.overlaps import overlaps
 from quotas.quantities import GPU, format_quantity
 from quotas.querysets import is_site_admin
+from scheduling.admitting import admitting_change
 from scheduling.choices import SyncStatus
 from scheduling.visibility import share_slugs
 
@@ -138,7 +138,7 @@ def quotarequest_create(request, slug: str):
 
 def _prefill_from_workloads(request, team: Team):
     """The request form bound to the smallest change admitting the selected waiting workloads
-    (``monitoring.workloads.admitting_change``), with its live preview already computed."""
+    (``scheduling.admitting.admitting_change``), with its live preview already computed."""
     ids = [int(v) for v in request.GET.getlist("workload") if v.isdigit()]
     change = admitting_change(team, ids)
     current = {q.resource: (q.guarantee, q.limit) for q in team.quotas.order_by("resource")}
