@@ -177,6 +177,10 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+if env_str("FAIRSHARE_TEST_DATABASE", "") and "sqlite" not in DATABASES["default"]["ENGINE"]:
+    # The test database's name (Django's TEST NAME; pytest-xdist appends _gw0, _gw1): two test
+    # runs on one PostgreSQL server at once must not share, create and drop the same one.
+    DATABASES["default"]["TEST"] = {"NAME": env_str("FAIRSHARE_TEST_DATABASE", "")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Celery worker, beat and the web server share the demo file; wait for locks, don't fail.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
@@ -312,18 +316,18 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    # Per user, or per token when a token authenticates (config.api); views with a
+    # Per user, or per token when a token authenticates (config.api_policy); views with a
     # ``throttle_scope`` (chargeback, ingest) get their own budget as well.
     "DEFAULT_THROTTLE_CLASSES": [
-        "config.api.UserOrTokenRateThrottle",
-        "config.api.ScopedUserOrTokenRateThrottle",
+        "config.api_policy.UserOrTokenRateThrottle",
+        "config.api_policy.ScopedUserOrTokenRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "user": env_str("FAIRSHARE_API_RATE_USER", "1200/min"),
         "chargeback": env_str("FAIRSHARE_API_RATE_CHARGEBACK", "120/min"),
         "ingest": env_str("FAIRSHARE_API_RATE_INGEST", "240/min"),
     },
-    "EXCEPTION_HANDLER": "config.api.exception_handler",
+    "EXCEPTION_HANDLER": "config.api_policy.exception_handler",
     "NON_FIELD_ERRORS_KEY": "detail",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
