@@ -85,6 +85,7 @@ touched. Flat problems never reach this code.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -112,75 +113,494 @@ def _tree(
     shares of the capacity, their reason codes, the row -> tenant map, the depths and the
     traced final levels.
     """
-    names = problem.names
-    n, n_res = len(names), len(problem.resources)
-    cap = np.array(problem.capacity, dtype=float)
-    pos = cap > 0.0
-    unit = np.where(pos, cap, 1.0)
-    parent, depth = problem.parent, problem.depth
-    has_kids = np.zeros(n, dtype=bool)
-    has_kids[parent[parent >= 0]] = True
-    own_rows = np.flatnonzero(has_kids & problem.own_demand.any(axis=1))
-    n_rows = n + len(own_rows)
-    row_parent = np.concatenate((parent, own_rows))
-    row_depth = np.concatenate((depth, depth[own_rows] + 1))
-    leaf_like = np.concatenate((~has_kids, np.ones(len(own_rows), dtype=bool)))
-    weight = np.concatenate((problem.weight, np.full(len(own_rows), _OWN_DEMAND_WEIGHT)))
-    root_of = np.arange(n_rows)  # each row's root
-    while (row_parent[root_of] >= 0).any():
-        root_of = np.where(row_parent[root_of] >= 0, row_parent[root_of], root_of)
-    roots = (root_of, weight)
-    demand = np.concatenate((problem.demand, problem.own_demand[own_rows])) / unit
-    floor = np.concatenate((problem.floor, _own_floor(problem, own_rows))) / unit
-    limit = np.concatenate((problem.limit, np.full((len(own_rows), n_res), np.inf))) / unit
+    tree = _Tree(problem, fast)
+    final = tree.run()
+    return (
+        final,
+        tree.code,
+        tree.event,
+        tree.triggered,
+        tree.depths,
+        tree.unit,
+        tree.n_rows,
+        tree.own_rows,
+        tree.leaf_like,
+    )
 
-    # Leaf-like rows: slope (dominant share w * L at level L), end level, reason at the end.
-    code = np.zeros(n_rows, dtype=np.intp)
-    event = np.full(n_rows, -1, dtype=np.intp)  # which event froze a row (-1: none)
-    share = np.where(pos, demand, 0.0).max(axis=1, initial=0.0)
-    blocked = leaf_like & ((demand > 0.0) & ~pos).any(axis=1)
-    code[blocked] = 2 + ((demand > 0.0) & ~pos)[blocked].argmax(axis=1)
-    growing = leaf_like & (share > 0.0) & ~blocked
-    with np.errstate(divide="ignore", invalid="ignore"):
-        k = np.where(growing, weight / np.where(growing, share, 1.0), 0.0)
-        slope = k[:, None] * np.where(pos, demand, 0.0)
-        cut = _cut(demand, limit)
-        end = np.where(growing, cut * share / weight, 0.0)
-        code[growing & (cut < 1.0)] = 1
-        held = (floor > 0.0) & (slope > 0.0)
-        bp = np.where(held, floor / np.where(held, slope, 1.0), np.inf)
 
-    depths: list[_Depth] = []
-    max_depth = int(row_depth.max())
-    position = np.full(n_rows, -1, dtype=np.intp)  # a row's place among its depth's internals
-    for level in range(max_depth + 1):
-        rows = np.flatnonzero(row_depth == level)
-        if level == 0:
-            grp = np.zeros(len(rows), dtype=np.intp)
-            n_groups = 1
+@dataclass
+class _Bracket:
+    """One event's search on the water level: the state at ``t_lo`` (nothing over) and at
+    ``t_hi`` (something over, or the top), and how the event was reached."""
+
+    box: np.ndarray  # (1, R): the roots' box, inf on resources full in the cluster
+    t_lo: float
+    s_lo: np.ndarray  # the roots' sums at t_lo, their slopes, the trace and internal amounts
+    ds_lo: np.ndarray
+    snap_lo: dict[int, dict[str, np.ndarray]]
+    inner_lo: tuple[np.ndarray, np.ndarray]
+    t_hi: float
+    open_pairs: np.ndarray  # (internal row, resource) limits not yet reached
+    jumped: np.ndarray  # resources the last event's freezes leapt past the capacity
+    passed: np.ndarray  # limits they leapt past
+    leapt: bool  # the event is such a leap (moved part of the way, no search)
+    reached: np.ndarray  # limits reached where the level stands (they bind at once)
+    at_once: bool
+    resolved: bool = False  # the leap was taken at the top (pinned past a limit)
+    s_hi: np.ndarray | None = None
+    fresh_hi: list[tuple[int, int]] | None = None
+    snap_hi: dict[int, dict[str, np.ndarray]] | None = None
+    leapt_pairs: list[tuple[int, int]] | None = None
+
+
+class _Tree:
+    """The state of one static H-DRF run and its steps (see the module docstring).
+
+    Rows are the tenants, then the implicit own-demand members; every amount is in shares of
+    the capacity. :meth:`run` raises the water level event by event; the searches below it
+    (:meth:`first_crossing`, nested depth by depth) find each group's level for a box.
+    """
+
+    def __init__(self, problem: _Problem, fast: bool) -> None:
+        self.fast = fast
+        self._rows(problem)
+        self._build_depths()
+        self.trace: dict[int, dict[str, np.ndarray]] = {}
+        # Resources full in the cluster (or of no capacity), and whether they bound the groups
+        # below the roots no more (see the top of the water level, in _top).
+        self.saturated = ~self.pos.copy()
+        self.open_full = False
+        self.triggered: set[tuple[int, int]] = set()
+        # Internal rows in the order probe() lists them (depth, then place), with their limits.
+        self.int_rows = np.concatenate([d.rows[d.ints] for d in self.depths])
+        self.int_lim = self.limit[self.int_rows]
+        self.int_index = np.full(self.n_rows, -1, dtype=np.intp)
+        self.int_index[self.int_rows] = np.arange(len(self.int_rows))
+        self.done_pairs = np.zeros(self.int_lim.shape, dtype=bool)
+        self.n_events = 0
+        self.before = None  # the state at the last event, before its freezes
+
+    def _rows(self, problem: _Problem) -> None:
+        """Every row's parent, depth, weight, root, demand, floor and limit (in shares), and
+        the leaf-like rows' slopes (dominant share ``w * L`` at level ``L``), end levels,
+        breakpoints and reasons at the end."""
+        names = problem.names
+        n, n_res = len(names), len(problem.resources)
+        cap = np.array(problem.capacity, dtype=float)
+        pos = cap > 0.0
+        unit = np.where(pos, cap, 1.0)
+        parent, depth = problem.parent, problem.depth
+        has_kids = np.zeros(n, dtype=bool)
+        has_kids[parent[parent >= 0]] = True
+        own_rows = np.flatnonzero(has_kids & problem.own_demand.any(axis=1))
+        n_rows = n + len(own_rows)
+        row_parent = np.concatenate((parent, own_rows))
+        row_depth = np.concatenate((depth, depth[own_rows] + 1))
+        leaf_like = np.concatenate((~has_kids, np.ones(len(own_rows), dtype=bool)))
+        weight = np.concatenate((problem.weight, np.full(len(own_rows), _OWN_DEMAND_WEIGHT)))
+        root_of = np.arange(n_rows)  # each row's root
+        while (row_parent[root_of] >= 0).any():
+            root_of = np.where(row_parent[root_of] >= 0, row_parent[root_of], root_of)
+        demand = np.concatenate((problem.demand, problem.own_demand[own_rows])) / unit
+        floor = np.concatenate((problem.floor, _own_floor(problem, own_rows))) / unit
+        limit = np.concatenate((problem.limit, np.full((len(own_rows), n_res), np.inf))) / unit
+
+        # Leaf-like rows: slope (dominant share w * L at level L), end level, reason at the end.
+        code = np.zeros(n_rows, dtype=np.intp)
+        event = np.full(n_rows, -1, dtype=np.intp)  # which event froze a row (-1: none)
+        share = np.where(pos, demand, 0.0).max(axis=1, initial=0.0)
+        blocked = leaf_like & ((demand > 0.0) & ~pos).any(axis=1)
+        code[blocked] = 2 + ((demand > 0.0) & ~pos)[blocked].argmax(axis=1)
+        growing = leaf_like & (share > 0.0) & ~blocked
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = np.where(growing, weight / np.where(growing, share, 1.0), 0.0)
+            slope = k[:, None] * np.where(pos, demand, 0.0)
+            cut = _cut(demand, limit)
+            end = np.where(growing, cut * share / weight, 0.0)
+            code[growing & (cut < 1.0)] = 1
+            held = (floor > 0.0) & (slope > 0.0)
+            bp = np.where(held, floor / np.where(held, slope, 1.0), np.inf)
+        self.n_res, self.pos, self.unit = n_res, pos, unit
+        self.own_rows, self.n_rows, self.leaf_like = own_rows, n_rows, leaf_like
+        self.row_parent, self.row_depth, self.roots = row_parent, row_depth, (root_of, weight)
+        self.weight, self.floor, self.limit = weight, floor, limit
+        self.code, self.event, self.slope, self.end, self.bp = code, event, slope, end, bp
+
+    def _build_depths(self) -> None:
+        """One :class:`_Depth` per depth: its sibling groups, grouped, rows in name order."""
+        row_depth, row_parent, leaf_like = self.row_depth, self.row_parent, self.leaf_like
+        slope, floor, bp = self.slope, self.floor, self.bp
+        weight, limit = self.weight, self.limit
+        depths: list[_Depth] = []
+        max_depth = int(row_depth.max())
+        position = np.full(self.n_rows, -1, dtype=np.intp)  # a row's place among its internals
+        for level in range(max_depth + 1):
+            rows = np.flatnonzero(row_depth == level)
+            if level == 0:
+                grp = np.zeros(len(rows), dtype=np.intp)
+                n_groups = 1
+            else:
+                grp = position[row_parent[rows]]
+                n_groups = len(depths[-1].ints)
+            order = np.lexsort((rows, grp))
+            rows, grp = rows[order], grp[order]
+            starts = np.searchsorted(grp, np.arange(n_groups))
+            is_leaf = leaf_like[rows]
+            d = _Depth(
+                rows, grp, starts, n_groups, np.flatnonzero(is_leaf), np.flatnonzero(~is_leaf)
+            )
+            lr, ir = rows[d.leaf], rows[d.ints]
+            d.a, d.g, d.bp = slope[lr], floor[lr], bp[lr]
+            d.w_int, d.g_int, d.lim_int = weight[ir], floor[ir], limit[ir]
+            d.mu_lo = np.zeros(n_groups)
+            d.lidx = np.full(len(rows), -1, dtype=np.intp)
+            d.lidx[d.leaf] = np.arange(len(d.leaf))
+            d.iidx = np.full(len(rows), -1, dtype=np.intp)
+            d.iidx[d.ints] = np.arange(len(d.ints))
+            d.ends = np.append(starts[1:], len(rows)).astype(np.intp)
+            d.cache = {}
+            position[ir] = np.arange(len(ir))
+            depths.append(d)
+        self.depths, self.max_depth = depths, max_depth
+
+    # ------------------------------------------------------------ the water level, event by event
+
+    def run(self) -> dict[int, dict[str, np.ndarray]]:
+        """Raise the roots' water level from 0, event by event, until nothing is left to stop;
+        return the trace of the final state (per depth: group levels, members' amounts).
+
+        Each round: probe where the last event left the level (:meth:`_bracket`); if nothing
+        leapt there, look at the top (:meth:`_top`: the end, or open the boxes of full
+        resources and go round again, or a leap past a limit); a leap is moved part of the way
+        (:meth:`_leap`); otherwise the level is searched (:meth:`_search`, :meth:`_nudge`);
+        then the event's resources and limits (:meth:`_events`) freeze the members drawing on
+        them (:meth:`_freeze`).
+        """
+        self.update_ends()
+        t_lo = 0.0
+        while True:
+            br = self._bracket(t_lo)
+            if not br.leapt and not br.at_once:  # is anything left to stop below the top level?
+                final = self._top(br)
+                if final is _AGAIN:
+                    continue
+                if final is not None:
+                    break
+            else:
+                br.s_hi, br.fresh_hi = br.s_lo, []
+            if br.leapt and not br.resolved:
+                self._leap(br)
+            if not (br.leapt or br.at_once):
+                self._search(br)
+                self._nudge(br)
+            t_lo = br.t_lo
+            events = self._events(br)
+            if not events:  # nothing left to stop (round-off): keep what was reached
+                final = br.snap_lo
+                break
+            self.before = (br.snap_lo, br.s_lo)
+            self._freeze(events, br.snap_lo)
+            self.update_ends()
+        for level, values in final.items():  # the leaves' amounts where the sums came from ramps
+            if values.get("x") is None and level in final:
+                d = self.depths[level]
+                at = values["at"]
+                values["x"] = np.maximum(d.g, d.a * np.minimum(at, d.end)[:, None])
+        return final
+
+    def probe(self, t: float):
+        """Everything at level ``t``: the roots' sums and their slopes, the limit pairs
+        (internal row, resource) that bind and not yet handled, the trace, and the
+        internal rows' amounts, slopes and limits (for the search of their limits)."""
+        trace, depths, triggered, n_res = self.trace, self.depths, self.triggered, self.n_res
+        trace.clear()
+        x, dx, _ = self.evaluate(0, np.array([t]), True)
+        s, ds = self.sums_of(0, x, dx)
+        fresh = []
+        speed = np.ones(1)  # d(group level)/dt, per group of the depth
+        amounts, slopes = [], []
+        for level in range(self.max_depth + 1):
+            values = trace.get(level, {})
+            d = depths[level]
+            if not len(d.ints):
+                break
+            b = values["binding"]
+            for j in np.flatnonzero(b >= 0).tolist():
+                pair = (int(d.rows[d.ints[j]]), int(b[j]))
+                if pair not in triggered:
+                    fresh.append(pair)
+            row_speed = speed[d.grp[d.ints]]
+            amounts.append(values["x"][d.ints])
+            slopes.append(values["dx"][d.ints] * row_speed[:, None])
+            speed = values["dmu"] * row_speed
+        snapshot = {lv: dict(v) for lv, v in trace.items()}
+        if amounts:
+            inner = (np.concatenate(amounts), np.concatenate(slopes))
         else:
-            grp = position[row_parent[rows]]
-            n_groups = len(depths[-1].ints)
-        order = np.lexsort((rows, grp))
-        rows, grp = rows[order], grp[order]
-        starts = np.searchsorted(grp, np.arange(n_groups))
-        is_leaf = leaf_like[rows]
-        d = _Depth(rows, grp, starts, n_groups, np.flatnonzero(is_leaf), np.flatnonzero(~is_leaf))
-        lr, ir = rows[d.leaf], rows[d.ints]
-        d.a, d.g, d.bp = slope[lr], floor[lr], bp[lr]
-        d.w_int, d.g_int, d.lim_int = weight[ir], floor[ir], limit[ir]
-        d.mu_lo = np.zeros(n_groups)
-        d.lidx = np.full(len(rows), -1, dtype=np.intp)
-        d.lidx[d.leaf] = np.arange(len(d.leaf))
-        d.iidx = np.full(len(rows), -1, dtype=np.intp)
-        d.iidx[d.ints] = np.arange(len(d.ints))
-        d.ends = np.append(starts[1:], len(rows)).astype(np.intp)
-        d.cache = {}
-        position[ir] = np.arange(len(ir))
-        depths.append(d)
+            inner = (np.zeros((0, n_res)), np.zeros((0, n_res)))
+        return s[0], ds[0], fresh, snapshot, inner
 
-    def update_ends() -> None:
+    def _bracket(self, t_lo: float) -> _Bracket:
+        """Probe the water level where the last event left it; say whether the event's
+        freezes made something leap there, or a limit is already reached there."""
+        saturated, int_lim, tol = self.saturated, self.int_lim, _TOL
+        top = self.depths[0]
+        box = np.where(saturated, np.inf, np.ones((1, self.n_res)))
+        t_hi = float(top.mu_max[0]) if len(top.rows) else 0.0
+        s_lo, ds_lo, _, snap_lo, inner_lo = self.probe(t_lo)
+        open_pairs = np.isfinite(int_lim) & ~self.done_pairs
+        # The last event's freezes can make a group's level leap at t_lo itself (the resources
+        # that bounded it stopped growing), past the capacity of a resource: the leaves then
+        # move part of the way from where they stood before the event, and stop there.
+        jumped = (s_lo > box[0] + tol) & ~saturated
+        # Or past the limit of an internal member (whose box holds its group's sums only at the
+        # group's own level, which cannot fall back where the leap went over).
+        passed = open_pairs & (inner_lo[0] > int_lim * (1.0 + tol) + 1e-300)
+        leapt = bool(jumped.any() or passed.any()) and self.before is not None
+        # An internal member's limit already reached where the level stands (a child's floor
+        # equal to its ancestor's limit, a limit of 0) binds at once: nothing rises into it,
+        # so neither the search nor the crossing test below would see it.
+        reached = (
+            open_pairs & (int_lim - inner_lo[0] <= tol * int_lim + 1e-300)
+            if not leapt
+            else np.zeros_like(open_pairs)
+        )
+        return _Bracket(
+            box,
+            t_lo,
+            s_lo,
+            ds_lo,
+            snap_lo,
+            inner_lo,
+            t_hi,
+            open_pairs,
+            jumped,
+            passed,
+            leapt,
+            reached,
+            bool(reached.any()),
+        )
+
+    def _top(self, br: _Bracket):
+        """Probe the top of the water level. Return the final trace if nothing is left to
+        stop below it, :data:`_AGAIN` if opening the boxes of full resources moved something
+        (the round starts again), else ``None`` (``br`` then holds the top, or the leap past
+        a limit taken there)."""
+        tol, box = _TOL, br.box
+        s_hi, _, fresh_hi, snap_top, _ = self.probe(br.t_hi)
+        br.s_hi, br.fresh_hi = s_hi, fresh_hi
+        if not ((s_hi > box[0] + tol).any() or fresh_hi):
+            leap = self.pinned_past_limit(snap_top, s_hi)
+            if leap is None and not self.open_full and (self.saturated & self.pos).any():
+                # Where the water level can rise no more, a group may still wait for its
+                # box to pass what it holds of a resource full in the cluster, which no
+                # member grows on any more (a team then short while its department's
+                # limit and the resource it wants leave room). H-DRF ignores such
+                # resources: their boxes open, and if that moves anything, the filling
+                # goes on from the last event (the leap as at an event).
+                self.open_full = True
+                s_open, _, fresh_open, _, _ = self.probe(br.t_hi)
+                if fresh_open or (np.abs(s_open - s_hi) > tol).any():
+                    return _AGAIN
+            if leap is None:
+                return snap_top
+            # A group pinned below a jump whose box cannot grow past its parent's limit:
+            # the leap is taken part of the way, to the limit (as a leap at an event).
+            br.t_lo = br.t_hi
+            br.snap_lo, br.s_lo, br.jumped, br.leapt_pairs = leap
+            br.leapt = br.resolved = True
+        br.snap_hi = snap_top
+        return None
+
+    def _leap(self, br: _Bracket) -> None:
+        """The last event's freezes made the sums leap past a capacity or a limit at ``t_lo``:
+        move the leaves part of the way from where they stood before the event."""
+        depths, int_rows, int_lim = self.depths, self.int_rows, self.int_lim
+        limits = []
+        for i, r in zip(*np.nonzero(br.passed), strict=True):
+            owner = int(int_rows[i])
+            under = {
+                lv: _under(depths[lv].rows[depths[lv].leaf], owner, self.row_parent)
+                for lv in range(self.max_depth + 1)
+                if len(depths[lv].leaf)
+            }
+            limits.append((owner, int(r), float(int_lim[i, r]), under))
+        before = self.before
+        br.snap_lo, br.s_lo, br.jumped, br.leapt_pairs = _part_way(
+            depths, before[0], br.snap_lo, br.jumped, before[1], br.s_lo, self.roots, limits
+        )
+
+    def _search(self, br: _Bracket) -> None:
+        """Narrow ``[t_lo, t_hi]`` to the next event: the level where a resource the roots
+        grow on fills, or an internal member's limit is reached (safeguarded Newton: tangents,
+        bisection on the levels where pinned roots leap, chords, halving)."""
+        box, tol, open_pairs, int_lim = br.box, _TOL, br.open_pairs, self.int_lim
+        t_lo, s_lo, ds_lo, snap_lo, inner_lo = br.t_lo, br.s_lo, br.ds_lo, br.snap_lo, br.inner_lo
+        t_hi, s_hi, fresh_hi, snap_hi = br.t_hi, br.s_hi, br.fresh_hi, br.snap_hi
+        streak = 0
+        leaps = np.zeros(0)  # the levels where pinned roots leap
+        slow = 0  # accepted steps in a row that closed less than half the gap
+        for _ in range(200):
+            gap = box[0] - s_lo
+            rising = ds_lo > 0.0
+            x_in, dx_in = inner_lo
+            room = int_lim - x_in
+            climbing = open_pairs & (dx_in > 0.0)
+            if (
+                (rising & (gap <= _CLOSE)).any()
+                or (climbing & (room <= _CLOSE * int_lim)).any()
+                or t_hi - t_lo <= (_BRACKET if streak >= 2 else 1e-15) * t_hi
+                or (t_hi in leaps and t_hi - t_lo <= 2.0 * _JUMP * t_hi)  # just below a leap
+            ):
+                break
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min()
+                if climbing.any():
+                    step = min(step, float((room[climbing] / dx_in[climbing]).min()))
+            cand = t_lo + step
+            tangent = False
+            leaps = self.unpin_levels(snap_lo)
+            inside = leaps[(leaps > t_lo) & (leaps < t_hi)]
+            if slow >= 3:  # the tangents keep falling short (a slope overestimated): halve
+                cand = 0.5 * (t_lo + t_hi)
+            elif streak and len(inside):
+                # Over last time: perhaps the leap of a pinned root. Bisect on those levels.
+                cand = float(inside[len(inside) // 2])
+            elif streak and t_hi in leaps and t_lo < t_hi * (1.0 - _JUMP):
+                # A root's leap went over there: just below it, the bracket is narrow.
+                cand = t_hi * (1.0 - _JUMP)
+            elif cand < t_hi:
+                tangent = True
+            else:
+                over = s_hi > box[0] + tol
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    frac = np.where(over, gap / (s_hi - s_lo), np.inf).min()
+                cand = t_lo + (t_hi - t_lo) * frac
+                if not (t_lo < cand < t_hi) or fresh_hi or streak >= 2:
+                    cand = 0.5 * (t_lo + t_hi)
+            s_c, ds_c, fresh_c, snap_c, inner_c = self.probe(cand)
+            streak = streak + 1 if ((s_c > box[0] + tol).any() or fresh_c) else 0
+            if (s_c > box[0] + tol).any() or fresh_c:
+                t_hi, s_hi, fresh_hi, snap_hi = cand, s_c, fresh_c, snap_c
+            else:
+                before_gap = np.where(rising, gap, np.inf).min()
+                t_lo, s_lo, ds_lo, snap_lo, inner_lo = cand, s_c, ds_c, snap_c, inner_c
+                after_gap = np.where(rising, box[0] - s_lo, np.inf).min()
+                slow = slow + 1 if tangent and after_gap > 0.5 * before_gap else 0
+                self.warm(snap_lo)
+        br.t_lo, br.s_lo, br.ds_lo, br.snap_lo, br.inner_lo = t_lo, s_lo, ds_lo, snap_lo, inner_lo
+        br.t_hi, br.s_hi, br.fresh_hi, br.snap_hi = t_hi, s_hi, fresh_hi, snap_hi
+
+    def _nudge(self, br: _Bracket) -> None:
+        """Where a resource stops a few ulps short of full at ``t_lo``, step onto it if that
+        stays within the capacity (the event's resources are then the full ones)."""
+        box = br.box
+        t_lo, t_hi, s_lo, ds_lo = br.t_lo, br.t_hi, br.s_lo, br.ds_lo
+        # Events at t_lo: resources running out, or limits of internal members binding.
+        gap = box[0] - s_lo
+        rising = ds_lo > 0.0
+        if (rising & (gap > 0.0) & (gap <= _CLOSE)).any():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min()
+            for cand in (t_lo + step, np.nextafter(t_lo, np.inf)):
+                if not t_lo < cand < t_hi:
+                    continue
+                s_c, ds_c, fresh_c, snap_c, inner_c = self.probe(cand)
+                if (s_c <= box[0]).all() and not fresh_c:
+                    br.t_lo, br.s_lo, br.ds_lo, br.snap_lo, br.inner_lo = (
+                        cand,
+                        s_c,
+                        ds_c,
+                        snap_c,
+                        inner_c,
+                    )
+                    break
+
+    def _events(self, br: _Bracket) -> list[tuple[int, int]]:
+        """The event at ``t_lo``: ``(-1, r)`` for each resource that runs out, ``(owner, r)``
+        for each internal member's limit that binds (sorted). Where the bracket closed with
+        nothing found at ``t_lo``, what crossed at its top: moved part of the way there."""
+        box, tol, saturated, int_lim = br.box, _TOL, self.saturated, self.int_lim
+        s_lo, ds_lo, s_hi, snap_hi = br.s_lo, br.ds_lo, br.s_hi, br.snap_hi
+        gap = box[0] - s_lo
+        self.n_events += 1
+        out = (ds_lo > 0.0) & (gap <= tol) & ~saturated
+        x_in, dx_in = br.inner_lo
+        near = br.open_pairs & (dx_in > 0.0) & (int_lim - x_in <= tol * int_lim + 1e-300)
+        near |= br.reached
+        pairs = [(int(self.int_rows[i]), int(r)) for i, r in zip(*np.nonzero(near), strict=True)]
+        if br.leapt:
+            out, pairs = br.jumped, br.leapt_pairs
+        elif not out.any() and not pairs:  # the bracket closed: what crossed at its top
+            out = (s_hi > box[0] + tol) & ~saturated
+            pairs = br.fresh_hi
+            if out.any() and snap_hi is not None:
+                # Leaps within _EPS of the same level are one catch-up (a tie found a few ulps
+                # apart): the way's end is taken that much above the bracket's top.
+                lift = br.t_hi * (1.0 + _EPS)
+                if lift < float(self.depths[0].mu_max[0]):
+                    s_up, _, fresh_up, snap_up, _ = self.probe(lift)
+                    if not fresh_up:
+                        s_hi, snap_hi = s_up, snap_up
+                        out = (s_hi > box[0] + tol) & ~saturated
+                br.snap_lo, br.s_lo, out, _ = _part_way(
+                    self.depths, br.snap_lo, snap_hi, out, s_lo, s_hi, self.roots
+                )
+            elif pairs and snap_hi is not None:
+                # A limit that binds only at the top: the members below it leapt there (a
+                # resource bounding their group stopped growing) up to the limit, inside the
+                # capacity. They stop where they stand at the top, at the limit, not below it.
+                br.snap_lo, br.s_lo = snap_hi, s_hi
+        events = [(-1, r) for r in np.flatnonzero(out).tolist()]
+        events += sorted(set(pairs))
+        return events
+
+    def _freeze(self, events: list[tuple[int, int]], snap_lo: dict[int, dict[str, np.ndarray]]):
+        """Apply the event's freezes at the levels of ``snap_lo``: the members drawing on what
+        ran out (or below a limit that binds) stop where they stand; those held up on it by
+        their floor end at their breakpoint for it."""
+        depths, end, code, event = self.depths, self.end, self.code, self.event
+        n_events, row_parent = self.n_events, self.row_parent
+        for owner, r in events:
+            if owner < 0:
+                self.saturated[r] = True
+            else:
+                self.triggered.add((owner, r))
+                self.done_pairs[self.int_index[owner], r] = True
+            for level in range(self.max_depth + 1):
+                d = depths[level]
+                if not len(d.leaf) or level not in snap_lo:
+                    continue
+                lr = d.rows[d.leaf]
+                lv = snap_lo[level]["at"][d.leaf]
+                inside = (
+                    np.ones(len(lr), dtype=bool) if owner < 0 else _under(lr, owner, row_parent)
+                )
+                e = end[lr]
+                live = inside & (d.a[:, r] > 0.0) & (lv * (1.0 + _EPS) < e)
+                drawing = live & (d.a[:, r] * lv >= d.g[:, r])
+                ids = lr[drawing]
+                end[ids] = lv[drawing]
+                code[ids] = 2 + r
+                event[ids] = n_events
+                if drawing.any():
+                    # Frozen members keep what they hold: their amounts become floors, so a
+                    # group level found again below the event (a few ulps below, or below a
+                    # leap where a middle department waits for its box) neither takes it
+                    # back nor counts them as rising there.
+                    _hold(d, drawing, lv[drawing])
+                waiting = live & ~drawing & (d.bp[:, r] < e)
+                ids = lr[waiting]
+                end[ids] = d.bp[waiting, r]
+                code[ids] = 2 + r
+                event[ids] = n_events
+
+    # ------------------------------------------------------------ the groups below the roots
+
+    def update_ends(self) -> None:
         """Each row's level beyond which it stops growing, bottom-up (after freezes)."""
+        depths, end, n_res, pos, fast = self.depths, self.end, self.n_res, self.pos, self.fast
+        max_depth = self.max_depth
         below = None
         for level in range(max_depth, -1, -1):
             d = depths[level]
@@ -207,14 +627,9 @@ def _tree(
             if fast and not len(d.ints) and level > 0:
                 d.ramps = _ramps(d, n_res)
 
-    trace: dict[int, dict[str, np.ndarray]] = {}
-    # Resources full in the cluster (or of no capacity), and whether they bound the groups
-    # below the roots no more (see the top of the water level, below).
-    saturated = ~pos.copy()
-    open_full = [False]
-
-    def evaluate(level: int, mu: np.ndarray, record: bool):
+    def evaluate(self, level: int, mu: np.ndarray, record: bool):
         """Members of ``level`` at group levels ``mu``: amounts and right derivatives."""
+        depths, n_res, trace, saturated = self.depths, self.n_res, self.trace, self.saturated
         d = depths[level]
         m = len(d.rows)
         x = np.empty((m, n_res))
@@ -229,10 +644,10 @@ def _tree(
         if len(d.ints):
             wl = (d.w_int * at[d.ints])[:, None]
             box = np.minimum(np.maximum(d.g_int, wl), d.lim_int)
-            if open_full[0]:
+            if self.open_full:
                 box[:, saturated] = _OPEN
             dbox = np.where((wl >= d.g_int) & (wl < d.lim_int), d.w_int[:, None], 0.0)
-            sums, dsums, star, dstar = solve(level + 1, box, record)
+            sums, dsums, star, dstar = self.first_crossing(level + 1, box, record)
             rows = np.arange(len(d.ints))
             with np.errstate(divide="ignore", invalid="ignore"):
                 dmu = np.where(star >= 0, dbox[rows, star] / dstar, 0.0)
@@ -247,17 +662,19 @@ def _tree(
             trace.setdefault(level, {}).update(mu=mu.copy(), x=x, dx=dx, at=at)
         return x, dx, binding
 
-    def sums_of(level: int, x: np.ndarray, dx: np.ndarray):
+    def sums_of(self, level: int, x: np.ndarray, dx: np.ndarray):
+        depths, n_res = self.depths, self.n_res
         d = depths[level]
         if len(d.rows) == 0:
             z = np.zeros((d.n_groups, n_res))
             return z, z
         return np.add.reduceat(x, d.starts, axis=0), np.add.reduceat(dx, d.starts, axis=0)
 
-    def sub_sums(level: int, mu: np.ndarray, groups: np.ndarray):
+    def sub_sums(self, level: int, mu: np.ndarray, groups: np.ndarray):
         """The sums and right derivatives of groups ``groups`` (ascending) of ``level`` at
-        levels ``mu`` (one per listed group): :func:`evaluate` and :func:`sums_of` on those
+        levels ``mu`` (one per listed group): :meth:`evaluate` and :meth:`sums_of` on those
         groups alone, with the same arithmetic per group (a search's probes move few groups)."""
+        depths, n_res, saturated = self.depths, self.n_res, self.saturated
         d = depths[level]
         if d.ramps is not None:
             return _ramps_at(d.ramps, mu, groups)
@@ -283,10 +700,10 @@ def _tree(
             w, g, lim = d.w_int[ii], d.g_int[ii], d.lim_int[ii]
             wl = (w * at[inner])[:, None]
             box = np.minimum(np.maximum(g, wl), lim)
-            if open_full[0]:
+            if self.open_full:
                 box[:, saturated] = _OPEN
             dbox = np.where((wl >= g) & (wl < lim), w[:, None], 0.0)
-            sums, dsums, star, dstar = solve(level + 1, box, False, ii)
+            sums, dsums, star, dstar = self.first_crossing(level + 1, box, False, ii)
             rows = np.arange(len(ii))
             with np.errstate(divide="ignore", invalid="ignore"):
                 dmu = np.where(star >= 0, dbox[rows, star] / dstar, 0.0)
@@ -294,24 +711,26 @@ def _tree(
             dx[inner] = dsums * dmu[:, None]
         return np.add.reduceat(x, first, axis=0), np.add.reduceat(dx, first, axis=0)
 
-    def all_sums(level: int, mu: np.ndarray):
+    def all_sums(self, level: int, mu: np.ndarray):
         """``sums_of(evaluate(level, mu))`` unrecorded, kept per event by the levels."""
+        depths = self.depths
         d = depths[level]
         if d.ramps is not None:
             return _ramps_at(d.ramps, mu)
         key = mu.tobytes()
         got = d.cache.get(key)
         if got is None:
-            x, dx, _ = evaluate(level, mu, False)
-            got = sums_of(level, x, dx)
+            x, dx, _ = self.evaluate(level, mu, False)
+            got = self.sums_of(level, x, dx)
             if len(d.cache) >= 8:
                 d.cache.pop(next(iter(d.cache)))
             d.cache[key] = got
         return got[0].copy(), got[1].copy()
 
-    def next_start(level: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def next_start(self, level: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Per group: the lowest level above ``lo`` at which a leaf-like member's component
         leaves its floor (midway to ``hi`` if there is none, or an internal member may)."""
+        depths = self.depths
         d = depths[level]
         mid = 0.5 * (lo + hi)
         if not len(d.leaf):
@@ -324,18 +743,27 @@ def _tree(
             first[np.unique(d.grp[d.ints])] = np.inf  # their starts are not known here
         return np.where(np.isfinite(first) & (first < hi) & (first > lo), first, mid)
 
-    def solve(level: int, box: np.ndarray, record: bool, groups: np.ndarray | None = None):
+    def first_crossing(
+        self, level: int, box: np.ndarray, record: bool, groups: np.ndarray | None = None
+    ):
         """First level of every group of ``level`` at which its sum reaches its box (of the
-        groups ``groups`` alone, ascending, when given; never recorded then)."""
+        groups ``groups`` alone, ascending, when given; never recorded then).
+
+        Return the groups' sums and right derivatives there, the resource that bounds each
+        (``-1``: none, pinned or capped) and the derivative of that sum. A depth of leaf-like
+        members has it in closed form (:meth:`closed`); otherwise a safeguarded Newton search
+        per group (:meth:`_narrow`), started at the last level known (levels only ever rise).
+        """
+        depths, trace = self.depths, self.trace
         d = depths[level]
         if record:
             trace.setdefault(level, {})
         tol = _TOL * box + 1e-300
         if d.ramps is not None:
-            got = closed(level, box, tol, record, groups)
+            got = self.closed(level, box, tol, record, groups)
             if _VERIFY:  # differential check against the search at the same inputs
                 keep, d.ramps = d.ramps, None
-                want = solve(level, box, False, groups)
+                want = self.first_crossing(level, box, False, groups)
                 d.ramps = keep
                 # The closed form is the highest level within the box (+ tol); the search stops
                 # at or below it: usually the same level, but where a ramp touches the box as it
@@ -348,23 +776,43 @@ def _tree(
         top = d.mu_max if groups is None else d.mu_max[groups]
         if groups is None:
             hi = d.mu_max.copy()
-            s_hi = all_sums(level, hi)[0]
+            s_hi = self.all_sums(level, hi)[0]
             mu_lo = d.mu_lo
         else:
             hi = d.mu_max[groups]
             full = d.cache.get(d.mu_max.tobytes())
-            s_hi = full[0][groups] if full is not None else sub_sums(level, hi, groups)[0]
+            s_hi = full[0][groups] if full is not None else self.sub_sums(level, hi, groups)[0]
             mu_lo = d.mu_lo[groups]
         active = (s_hi > box + tol).any(axis=1)
         lo = np.where(active, np.minimum(mu_lo, hi), hi)
         if groups is None:
-            s_lo, ds_lo = all_sums(level, lo)
+            s_lo, ds_lo = self.all_sums(level, lo)
         else:
-            s_lo, ds_lo = sub_sums(level, lo, groups)
+            s_lo, ds_lo = self.sub_sums(level, lo, groups)
         # Over its box already where it starts (on a resource its members no longer grow on):
         # it cannot rise until the box passes those sums, and leaps there.
         stuck = active & (s_lo > box + tol).any(axis=1)
         active &= ~stuck
+        lo, hi = self._narrow(level, box, tol, groups, active, lo, hi, s_lo, ds_lo, s_hi)
+        return self._settle(level, box, tol, record, top, stuck, lo, hi, s_lo, ds_lo, s_hi)
+
+    def _narrow(
+        self,
+        level: int,
+        box: np.ndarray,
+        tol: np.ndarray,
+        groups: np.ndarray | None,
+        active: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        s_lo: np.ndarray,
+        ds_lo: np.ndarray,
+        s_hi: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Narrow every active group's bracket ``[lo, hi]`` on its first crossing (tangent
+        from below, chord or halving where it overshoots, the next breakpoint where nothing
+        rises); the sums at both ends are updated in place. Return the new ``lo, hi``."""
+        d = self.depths[level]
         close = _CLOSE * box + 1e-300
         streak = np.zeros(len(lo), dtype=np.intp)
         creep = np.zeros(len(lo), dtype=np.intp)  # chord steps in a row that stayed within
@@ -402,17 +850,17 @@ def _tree(
             idle = active & ~rising.any(axis=1)
             if idle.any():  # nothing grows at lo (floors hold it): on to the next breakpoint
                 if groups is None:
-                    ahead = next_start(level, lo, hi)
+                    ahead = self.next_start(level, lo, hi)
                 else:
                     lo_all, hi_all = np.zeros(d.n_groups), np.zeros(d.n_groups)
                     lo_all[groups], hi_all[groups] = lo, hi
-                    ahead = next_start(level, lo_all, hi_all)[groups]
+                    ahead = self.next_start(level, lo_all, hi_all)[groups]
                 cand = np.where(idle, ahead, cand)
                 by_chord = by_chord & ~idle
             cand = np.where(active, np.maximum(cand, lo), lo)
             moving = np.flatnonzero(active)
             s_c, ds_c = s_lo.copy(), ds_lo.copy()  # only the active groups' rows are read
-            s_c[moving], ds_c[moving] = sub_sums(
+            s_c[moving], ds_c[moving] = self.sub_sums(
                 level, cand[moving], moving if groups is None else groups[moving]
             )
             crossed = active & (s_c > box + tol).any(axis=1)
@@ -423,12 +871,32 @@ def _tree(
             s_hi[crossed] = s_c[crossed]
             lo = np.where(ok, cand, lo)
             s_lo[ok], ds_lo[ok] = s_c[ok], ds_c[ok]
+        return lo, hi
+
+    def _settle(
+        self,
+        level: int,
+        box: np.ndarray,
+        tol: np.ndarray,
+        record: bool,
+        top: np.ndarray,
+        stuck: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        s_lo: np.ndarray,
+        ds_lo: np.ndarray,
+        s_hi: np.ndarray,
+    ):
+        """The result of :meth:`first_crossing` where its search stopped at ``lo``: the
+        bounding resource of each group, or none where it is capped, has nothing rising, or is
+        pinned below a jump (recorded, with the sums just past it, for the water level)."""
+        trace = self.trace
         # The sums where the search last went over (just past a jump, if pinned), or those it
         # stands at when stuck.
         above = np.where(stuck[:, None], s_lo, s_hi)
         if record:  # (unrecorded, the sums at lo are those of the last probe that stayed)
-            x, dx, _ = evaluate(level, lo, record)
-            s_lo, ds_lo = sums_of(level, x, dx)
+            x, dx, _ = self.evaluate(level, lo, record)
+            s_lo, ds_lo = self.sums_of(level, x, dx)
             trace[level]["lo"] = lo
         gap = box - s_lo
         rising = ds_lo > 0.0
@@ -450,9 +918,10 @@ def _tree(
         return s_lo, ds_lo, star, dstar
 
     def closed(
-        level: int, box: np.ndarray, tol: np.ndarray, record: bool, groups: np.ndarray | None
+        self, level: int, box: np.ndarray, tol: np.ndarray, record: bool, groups: np.ndarray | None
     ):
-        """:func:`solve` for a depth of leaf-like members: the first crossing in closed form."""
+        """:meth:`first_crossing` for a depth of leaf-like members: the crossing in closed form."""
+        depths, trace = self.depths, self.trace
         d = depths[level]
         hi = d.mu_max if groups is None else d.mu_max[groups]
         mu_lo = d.mu_lo if groups is None else d.mu_lo[groups]
@@ -463,9 +932,9 @@ def _tree(
             s_lo, ds_lo = _ramps_at(d.ramps, lo)
             trace[level].update(mu=lo.copy(), at=lo[d.grp], x=None, dx=None, lo=lo)
         elif groups is None:
-            s_lo, ds_lo = all_sums(level, lo)
+            s_lo, ds_lo = self.all_sums(level, lo)
         else:
-            s_lo, ds_lo = sub_sums(level, lo, groups)
+            s_lo, ds_lo = self.sub_sums(level, lo, groups)
         gap = box - s_lo
         rising = ds_lo > 0.0
         capped = lo >= hi
@@ -475,9 +944,11 @@ def _tree(
         dstar = ds_lo[np.arange(len(lo)), np.maximum(star, 0)]
         return s_lo, ds_lo, star, dstar
 
-    def unpin_levels(snap: dict[int, dict[str, np.ndarray]]) -> np.ndarray:
-        """The water levels (sorted) at which the roots pinned at a jump (see :func:`solve`)
-        have the box that their sums just past the jump need: where they leap."""
+    def unpin_levels(self, snap: dict[int, dict[str, np.ndarray]]) -> np.ndarray:
+        """The water levels (sorted) at which the roots pinned at a jump (see
+        :meth:`first_crossing`) have the box that their sums just past the jump need: where
+        they leap."""
+        depths = self.depths
         values = snap.get(1, {})
         pinned = values.get("pinned")
         if pinned is None or not pinned.any():
@@ -489,19 +960,28 @@ def _tree(
         need = np.where(above > lim * (1.0 + _TOL), np.inf, need).max(axis=1)
         return np.sort(need[np.isfinite(need)])
 
-    def warm(snap: dict[int, dict[str, np.ndarray]]) -> None:
+    def warm(self, snap: dict[int, dict[str, np.ndarray]]) -> None:
         """Start later searches from the group levels of ``snap`` (levels only ever rise)."""
+        depths = self.depths
         for level, values in snap.items():
             if "lo" in values:
                 depths[level].mu_lo = values["lo"]
 
-    def pinned_past_limit(snap: dict[int, dict[str, np.ndarray]], s_top: np.ndarray):
+    def pinned_past_limit(self, snap: dict[int, dict[str, np.ndarray]], s_top: np.ndarray):
         """Where the water level can rise no more: the groups pinned below a jump (see
-        :func:`solve`) whose sums just past it pass a limit of their parent not yet reached.
-        A parent's box stops at its limit, so the box never passes those sums and the group
+        :meth:`first_crossing`) whose sums just past it pass a limit of their parent not yet
+        reached. A parent's box stops at its limit, so the box never passes those sums and the group
         would wait there for ever, its members short. Return :func:`_part_way` from ``snap``
         towards the state where the shallowest such groups stand just past their jumps, with
         those limits; ``None`` if there are none."""
+        depths, max_depth, trace, saturated = (
+            self.depths,
+            self.max_depth,
+            self.trace,
+            self.saturated,
+        )
+        limit, row_parent, roots = self.limit, self.row_parent, self.roots
+        done_pairs, int_index = self.done_pairs, self.int_index
         for level in range(1, max_depth + 1):
             values = snap.get(level, {})
             pinned = values.get("pinned")
@@ -526,7 +1006,7 @@ def _tree(
             mu[groups] = values["hi"][groups]
             kept = {lv: v for lv, v in trace.items()}
             trace.clear()
-            evaluate(level, mu, True)
+            self.evaluate(level, mu, True)
             moved = {lv: dict(v) for lv, v in trace.items()}
             trace.clear()
             trace.update(kept)
@@ -544,249 +1024,6 @@ def _tree(
             return _part_way(depths, snap, snap_leap, ~saturated, s_top, s_top, roots, limits)
         return None
 
-    triggered: set[tuple[int, int]] = set()
-    # Internal rows in the order probe() lists them (depth, then place), with their limits.
-    int_rows = np.concatenate([d.rows[d.ints] for d in depths])
-    int_lim = limit[int_rows]
-    int_index = np.full(n_rows, -1, dtype=np.intp)
-    int_index[int_rows] = np.arange(len(int_rows))
-    done_pairs = np.zeros(int_lim.shape, dtype=bool)
-    t_lo = 0.0
-    n_events = 0
-    before = None  # the state at the last event, before its freezes
-    update_ends()
-    top = depths[0]
-    ones = np.ones((1, n_res))
-    while True:
-        box = np.where(saturated, np.inf, ones)
-        tol = _TOL
-        t_hi = float(top.mu_max[0]) if len(top.rows) else 0.0
 
-        def probe(t: float):
-            """Everything at level ``t``: the roots' sums and their slopes, the limit pairs
-            (internal row, resource) that bind and not yet handled, the trace, and the
-            internal rows' amounts, slopes and limits (for the search of their limits)."""
-            trace.clear()
-            x, dx, _ = evaluate(0, np.array([t]), True)
-            s, ds = sums_of(0, x, dx)
-            fresh = []
-            speed = np.ones(1)  # d(group level)/dt, per group of the depth
-            amounts, slopes = [], []
-            for level in range(max_depth + 1):
-                values = trace.get(level, {})
-                d = depths[level]
-                if not len(d.ints):
-                    break
-                b = values["binding"]
-                for j in np.flatnonzero(b >= 0).tolist():
-                    pair = (int(d.rows[d.ints[j]]), int(b[j]))
-                    if pair not in triggered:
-                        fresh.append(pair)
-                row_speed = speed[d.grp[d.ints]]
-                amounts.append(values["x"][d.ints])
-                slopes.append(values["dx"][d.ints] * row_speed[:, None])
-                speed = values["dmu"] * row_speed
-            snapshot = {lv: dict(v) for lv, v in trace.items()}
-            if amounts:
-                inner = (np.concatenate(amounts), np.concatenate(slopes))
-            else:
-                inner = (np.zeros((0, n_res)), np.zeros((0, n_res)))
-            return s[0], ds[0], fresh, snapshot, inner
-
-        s_lo, ds_lo, _, snap_lo, inner_lo = probe(t_lo)
-        open_pairs = np.isfinite(int_lim) & ~done_pairs
-        streak = 0
-        leaps = np.zeros(0)  # the levels where pinned roots leap
-        slow = 0  # accepted steps in a row that closed less than half the gap
-        # The last event's freezes can make a group's level leap at t_lo itself (the resources
-        # that bounded it stopped growing), past the capacity of a resource: the leaves then
-        # move part of the way from where they stood before the event, and stop there.
-        jumped = (s_lo > box[0] + tol) & ~saturated
-        # Or past the limit of an internal member (whose box holds its group's sums only at the
-        # group's own level, which cannot fall back where the leap went over).
-        passed = open_pairs & (inner_lo[0] > int_lim * (1.0 + tol) + 1e-300)
-        leapt = bool(jumped.any() or passed.any()) and before is not None
-        resolved = False
-        snap_hi = None
-        # An internal member's limit already reached where the level stands (a child's floor
-        # equal to its ancestor's limit, a limit of 0) binds at once: nothing rises into it,
-        # so neither the search nor the crossing test below would see it.
-        reached = (
-            open_pairs & (int_lim - inner_lo[0] <= tol * int_lim + 1e-300)
-            if not leapt
-            else np.zeros_like(open_pairs)
-        )
-        at_once = bool(reached.any())
-        if not leapt and not at_once:  # is anything left to stop below the top level?
-            s_hi, _, fresh_hi, snap_top, _ = probe(t_hi)
-            if not ((s_hi > box[0] + tol).any() or fresh_hi):
-                leap = pinned_past_limit(snap_top, s_hi)
-                if leap is None and not open_full[0] and (saturated & pos).any():
-                    # Where the water level can rise no more, a group may still wait for its
-                    # box to pass what it holds of a resource full in the cluster, which no
-                    # member grows on any more (a team then short while its department's
-                    # limit and the resource it wants leave room). H-DRF ignores such
-                    # resources: their boxes open, and if that moves anything, the filling
-                    # goes on from the last event (the leap as at an event).
-                    open_full[0] = True
-                    s_open, _, fresh_open, _, _ = probe(t_hi)
-                    if fresh_open or (np.abs(s_open - s_hi) > tol).any():
-                        continue
-                if leap is None:
-                    final = snap_top
-                    break
-                # A group pinned below a jump whose box cannot grow past its parent's limit:
-                # the leap is taken part of the way, to the limit (as a leap at an event).
-                t_lo = t_hi
-                snap_lo, s_lo, jumped, leapt_pairs = leap
-                leapt = resolved = True
-            snap_hi = snap_top
-        else:
-            s_hi, fresh_hi = s_lo, []
-        if leapt and not resolved:
-            limits = []
-            for i, r in zip(*np.nonzero(passed), strict=True):
-                owner = int(int_rows[i])
-                under = {
-                    lv: _under(depths[lv].rows[depths[lv].leaf], owner, row_parent)
-                    for lv in range(max_depth + 1)
-                    if len(depths[lv].leaf)
-                }
-                limits.append((owner, int(r), float(int_lim[i, r]), under))
-            snap_lo, s_lo, jumped, leapt_pairs = _part_way(
-                depths, before[0], snap_lo, jumped, before[1], s_lo, roots, limits
-            )
-        for _ in range(0 if leapt or at_once else 200):
-            gap = box[0] - s_lo
-            rising = ds_lo > 0.0
-            x_in, dx_in = inner_lo
-            room = int_lim - x_in
-            climbing = open_pairs & (dx_in > 0.0)
-            if (
-                (rising & (gap <= _CLOSE)).any()
-                or (climbing & (room <= _CLOSE * int_lim)).any()
-                or t_hi - t_lo <= (_BRACKET if streak >= 2 else 1e-15) * t_hi
-                or (t_hi in leaps and t_hi - t_lo <= 2.0 * _JUMP * t_hi)  # just below a leap
-            ):
-                break
-            with np.errstate(divide="ignore", invalid="ignore"):
-                step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min()
-                if climbing.any():
-                    step = min(step, float((room[climbing] / dx_in[climbing]).min()))
-            cand = t_lo + step
-            tangent = False
-            leaps = unpin_levels(snap_lo)
-            inside = leaps[(leaps > t_lo) & (leaps < t_hi)]
-            if slow >= 3:  # the tangents keep falling short (a slope overestimated): halve
-                cand = 0.5 * (t_lo + t_hi)
-            elif streak and len(inside):
-                # Over last time: perhaps the leap of a pinned root. Bisect on those levels.
-                cand = float(inside[len(inside) // 2])
-            elif streak and t_hi in leaps and t_lo < t_hi * (1.0 - _JUMP):
-                # A root's leap went over there: just below it, the bracket is narrow.
-                cand = t_hi * (1.0 - _JUMP)
-            elif cand < t_hi:
-                tangent = True
-            else:
-                over = s_hi > box[0] + tol
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    frac = np.where(over, gap / (s_hi - s_lo), np.inf).min()
-                cand = t_lo + (t_hi - t_lo) * frac
-                if not (t_lo < cand < t_hi) or fresh_hi or streak >= 2:
-                    cand = 0.5 * (t_lo + t_hi)
-            s_c, ds_c, fresh_c, snap_c, inner_c = probe(cand)
-            streak = streak + 1 if ((s_c > box[0] + tol).any() or fresh_c) else 0
-            if (s_c > box[0] + tol).any() or fresh_c:
-                t_hi, s_hi, fresh_hi, snap_hi = cand, s_c, fresh_c, snap_c
-            else:
-                before_gap = np.where(rising, gap, np.inf).min()
-                t_lo, s_lo, ds_lo, snap_lo, inner_lo = cand, s_c, ds_c, snap_c, inner_c
-                after_gap = np.where(rising, box[0] - s_lo, np.inf).min()
-                slow = slow + 1 if tangent and after_gap > 0.5 * before_gap else 0
-                warm(snap_lo)
-        # Events at t_lo: resources running out, or limits of internal members binding.
-        gap = box[0] - s_lo
-        rising = ds_lo > 0.0
-        if not leapt and not at_once and (rising & (gap > 0.0) & (gap <= _CLOSE)).any():
-            with np.errstate(divide="ignore", invalid="ignore"):
-                step = np.where(rising, gap / np.where(rising, ds_lo, 1.0), np.inf).min()
-            for cand in (t_lo + step, np.nextafter(t_lo, np.inf)):
-                if not t_lo < cand < t_hi:
-                    continue
-                s_c, ds_c, fresh_c, snap_c, inner_c = probe(cand)
-                if (s_c <= box[0]).all() and not fresh_c:
-                    t_lo, s_lo, ds_lo, snap_lo, inner_lo = cand, s_c, ds_c, snap_c, inner_c
-                    break
-        gap = box[0] - s_lo
-        n_events += 1
-        out = (ds_lo > 0.0) & (gap <= tol) & ~saturated
-        x_in, dx_in = inner_lo
-        near = open_pairs & (dx_in > 0.0) & (int_lim - x_in <= tol * int_lim + 1e-300)
-        near |= reached
-        pairs = [(int(int_rows[i]), int(r)) for i, r in zip(*np.nonzero(near), strict=True)]
-        if leapt:
-            out, pairs = jumped, leapt_pairs
-        elif not out.any() and not pairs:  # the bracket closed: what crossed at its top
-            out = (s_hi > box[0] + tol) & ~saturated
-            pairs = fresh_hi
-            if out.any() and snap_hi is not None:
-                # Leaps within _EPS of the same level are one catch-up (a tie found a few ulps
-                # apart): the way's end is taken that much above the bracket's top.
-                lift = t_hi * (1.0 + _EPS)
-                if lift < float(top.mu_max[0]):
-                    s_up, _, fresh_up, snap_up, _ = probe(lift)
-                    if not fresh_up:
-                        s_hi, snap_hi = s_up, snap_up
-                        out = (s_hi > box[0] + tol) & ~saturated
-                snap_lo, s_lo, out, _ = _part_way(depths, snap_lo, snap_hi, out, s_lo, s_hi, roots)
-            elif pairs and snap_hi is not None:
-                # A limit that binds only at the top: the members below it leapt there (a
-                # resource bounding their group stopped growing) up to the limit, inside the
-                # capacity. They stop where they stand at the top, at the limit, not below it.
-                snap_lo, s_lo = snap_hi, s_hi
-        events = [(-1, r) for r in np.flatnonzero(out).tolist()]
-        events += sorted(set(pairs))
-        if not events:  # nothing left to stop (round-off): keep what was reached
-            final = snap_lo
-            break
-        before = (snap_lo, s_lo)
-        for owner, r in events:
-            if owner < 0:
-                saturated[r] = True
-            else:
-                triggered.add((owner, r))
-                done_pairs[int_index[owner], r] = True
-            for level in range(max_depth + 1):
-                d = depths[level]
-                if not len(d.leaf) or level not in snap_lo:
-                    continue
-                lr = d.rows[d.leaf]
-                lv = snap_lo[level]["at"][d.leaf]
-                inside = (
-                    np.ones(len(lr), dtype=bool) if owner < 0 else _under(lr, owner, row_parent)
-                )
-                e = end[lr]
-                live = inside & (d.a[:, r] > 0.0) & (lv * (1.0 + _EPS) < e)
-                drawing = live & (d.a[:, r] * lv >= d.g[:, r])
-                ids = lr[drawing]
-                end[ids] = lv[drawing]
-                code[ids] = 2 + r
-                event[ids] = n_events
-                if drawing.any():
-                    # Frozen members keep what they hold: their amounts become floors, so a
-                    # group level found again below the event (a few ulps below, or below a
-                    # leap where a middle department waits for its box) neither takes it
-                    # back nor counts them as rising there.
-                    _hold(d, drawing, lv[drawing])
-                waiting = live & ~drawing & (d.bp[:, r] < e)
-                ids = lr[waiting]
-                end[ids] = d.bp[waiting, r]
-                code[ids] = 2 + r
-                event[ids] = n_events
-        update_ends()
-    for level, values in final.items():  # the leaves' amounts where the sums came from ramps
-        if values.get("x") is None and level in final:
-            d = depths[level]
-            at = values["at"]
-            values["x"] = np.maximum(d.g, d.a * np.minimum(at, d.end)[:, None])
-    return final, code, event, triggered, depths, unit, n_rows, own_rows, leaf_like
+# What _Tree._top returns when opening the boxes of full resources moved something.
+_AGAIN: Any = object()
