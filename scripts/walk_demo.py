@@ -378,7 +378,9 @@ OVERFLOW_JS = """async () => {
   for (const e of document.body.querySelectorAll('*')) {
     const box = e.getBoundingClientRect();
     if (box.width === 0 && box.height === 0) continue;
-    const right = box.right + window.scrollX;
+    // Its box, or the content spilling out of it (a long unbroken text in a narrow box).
+    const spill = getComputedStyle(e).overflowX === 'visible' ? e.scrollWidth : 0;
+    const right = Math.max(box.right, box.left + spill) + window.scrollX;
     if (right > width + 1 && !clipped(e)) over.push({e, right, width: box.width});
   }
   // The culprits: elements past the edge with no descendant reaching as far.
