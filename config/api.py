@@ -1,46 +1,27 @@
-"""REST API plumbing shared by every app: the one error shape, pagination, throttles, ETags.
+"""REST API plumbing shared by every app: the one error shape, parsers, renderer, pagination,
+strict serializers, ETags. It imports no app (the apps' API modules import it).
 
 Error shape (every 4xx, documented in docs/api.md)::
 
     {"errors": {"<field>": ["<message>", ...], ...}}
 
 Messages that belong to no field use the key ``detail``. Nested fields are flattened the way the
-services name them: ``lines[0].limit``, ``adjustments.nvidia.com/gpu.guarantee``. Domain errors are
-mapped here, once:
-
-==========================================  ======  ==========================================
-``quotas.exceptions.InvalidTransition``     409     ``detail``
-``quotas.exceptions.QuotaExceeded``         400     the resource name (``nvidia.com/gpu``)
-``quotas.exceptions.PermissionDenied``      403     ``detail``
-``django.core.exceptions.ValidationError``  400     its fields (``__all__`` becomes ``detail``)
-``monitoring...chargeback.ChargebackError`` 400     ``detail``
-any other app's ``DomainError``             409     ``detail``
-==========================================  ======  ==========================================
+services name them: ``lines[0].limit``, ``adjustments.nvidia.com/gpu.guarantee``. The apps'
+domain errors are mapped onto it once, in ``config.api_policy`` (the exception handler, with the
+throttles keyed per API token: the parts that know the apps).
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models
 from rest_framework import exceptions, parsers, renderers, serializers, status
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle, UserRateThrottle
-
-from config.net import client_ip
-from kube.errors import DomainError as KubeDomainError
-from monitoring.domain.chargeback import ChargebackError
-from monitoring.exceptions import DomainError as MonitoringDomainError
-from quotas import exceptions as quota_errors
-from scheduling.exceptions import DomainError as SchedulingDomainError
-
-logger = logging.getLogger(__name__)
 
 DETAIL = "detail"
 
@@ -78,44 +59,6 @@ def flatten_errors(data: Any, prefix: str = "") -> dict[str, list[str]]:
     elif data is not None:
         put(prefix, [str(data)])
     return out
-
-
-def _domain_response(exc: Exception) -> Response | None:
-    if isinstance(exc, quota_errors.QuotaExceeded):
-        return Response(error_body({exc.resource: [str(exc)]}), status=status.HTTP_400_BAD_REQUEST)
-    if isinstance(exc, quota_errors.InvalidTransition):
-        return Response(error_body({DETAIL: [str(exc)]}), status=status.HTTP_409_CONFLICT)
-    if isinstance(exc, quota_errors.PermissionDenied):
-        return Response(error_body({DETAIL: [str(exc)]}), status=status.HTTP_403_FORBIDDEN)
-    if isinstance(exc, DjangoValidationError):
-        data = exc.message_dict if hasattr(exc, "error_dict") else {DETAIL: exc.messages}
-        return Response(error_body(flatten_errors(data)), status=status.HTTP_400_BAD_REQUEST)
-    if isinstance(exc, ChargebackError):
-        return Response(error_body({DETAIL: [str(exc)]}), status=status.HTTP_400_BAD_REQUEST)
-    if isinstance(
-        exc,
-        quota_errors.DomainError | MonitoringDomainError | SchedulingDomainError | KubeDomainError,
-    ):
-        # A state the request cannot be applied to (e.g. a sync already running).
-        return Response(error_body({DETAIL: [str(exc)]}), status=status.HTTP_409_CONFLICT)
-    return None
-
-
-def exception_handler(exc: Exception, context: dict) -> Response | None:
-    """REST framework exception handler: domain errors mapped once, every 4xx in one shape."""
-    response = _domain_response(exc)
-    if response is None:
-        # Imported here: rest_framework.views reads the throttle classes defined in this module.
-        from rest_framework.views import exception_handler as drf_exception_handler
-
-        response = drf_exception_handler(exc, context)
-        if response is None:
-            return None  # a real bug: let Django answer 500 and log it
-        response.data = error_body(flatten_errors(response.data))
-    else:
-        view = context.get("view")
-        logger.info("%s on %s: %s", type(exc).__name__, type(view).__name__, exc)
-    return response
 
 
 class RequestTooLarge(exceptions.APIException):
@@ -277,35 +220,6 @@ class StandardPagination(PageNumberPagination):
             if parameter["name"] in (self.page_size_query_param, self.page_query_param):
                 parameter["schema"] = {"type": "integer", "minimum": 1}
         return parameters
-
-
-def _ident(throttle, request) -> str:
-    from quotas.api.authentication import token_of
-
-    token = token_of(request)
-    if token is not None and token.kind != token.Kind.PERSONAL:
-        return f"token-{token.pk}"
-    # A personal token acts as its user and spends the user's budget: more tokens, no more
-    # requests (issue 27).
-    if request.user and request.user.is_authenticated:
-        return f"user-{request.user.pk}"
-    # Not REST framework's get_ident: it believes any X-Forwarded-For the client sends.
-    return f"ip-{client_ip(request)}"
-
-
-class UserOrTokenRateThrottle(UserRateThrottle):
-    """UserRateThrottle, keyed per service or node-agent token when one authenticates (each its
-    own budget), else per user (personal tokens included) or client address."""
-
-    def get_cache_key(self, request, view):
-        return self.cache_format % {"scope": self.scope, "ident": _ident(self, request)}
-
-
-class ScopedUserOrTokenRateThrottle(ScopedRateThrottle):
-    """ScopedRateThrottle for views with ``throttle_scope``, keyed like UserOrTokenRateThrottle."""
-
-    def get_cache_key(self, request, view):
-        return self.cache_format % {"scope": self.scope, "ident": _ident(self, request)}
 
 
 def etag_for(*parts: object) -> str:

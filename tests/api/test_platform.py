@@ -9,7 +9,8 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.test import APIClient
 
-from config.api import UserOrTokenRateThrottle, flatten_errors
+from config.api import flatten_errors
+from config.api_policy import UserOrTokenRateThrottle
 from monitoring.models import GpuSample
 from quotas.api.authentication import TokenKindPolicy
 from quotas.models import ApiToken

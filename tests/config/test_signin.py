@@ -225,7 +225,7 @@ def test_the_client_address_is_read_only_from_the_configured_header(
 
 
 def test_the_api_throttles_anonymous_clients_by_the_same_address(settings):
-    from config.api import UserOrTokenRateThrottle
+    from config.api_policy import UserOrTokenRateThrottle
 
     settings.FAIRSHARE_CLIENT_IP_HEADER = ""
     throttle = UserOrTokenRateThrottle()

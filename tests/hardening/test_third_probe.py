@@ -466,7 +466,7 @@ def test_a_person_holds_a_bounded_number_of_live_personal_tokens(cast, settings)
 def test_personal_tokens_share_their_users_api_budget(cast, monkeypatch):
     from django.core.cache import cache
 
-    from config.api import UserOrTokenRateThrottle
+    from config.api_policy import UserOrTokenRateThrottle
     from quotas.tokens import issue_token
 
     monkeypatch.setattr(UserOrTokenRateThrottle, "THROTTLE_RATES", {"user": "3/min"})
