@@ -17,7 +17,8 @@ Package layout (imports point one way, down this list; no module imports one abo
 - :mod:`.depths`: the hierarchy's sibling groups per depth, and its searches' tolerances;
 - :mod:`.ramps`: the closed form of the deepest groups' sums (breakpoints and ramps);
 - :mod:`.leaps`: moving the leaves part of the way where sums leap past a capacity or limit;
-- :mod:`.hierarchy`: static H-DRF (the water level, nested first crossings, events);
+- :mod:`.searches`: the nested first crossings of the groups below the roots;
+- :mod:`.hierarchy`: static H-DRF (the water level, event by event);
 - :mod:`.solver`: ``solve()``, assembling the above; :mod:`.reference`: the tests' reference;
 - :mod:`.cli` and ``__main__``: the JSON command line.
 
@@ -36,12 +37,10 @@ from __future__ import annotations
 import sys
 import types
 
-from . import hierarchy
+from . import searches
 from .cli import allocations_to_json as allocations_to_json
 from .cli import main as main
 from .cli import parse_problem as parse_problem
-from .hierarchy import _VERIFY as _VERIFY
-from .hierarchy import _ramps_crossing as _ramps_crossing
 from .model import REASON_DEMAND_MET as REASON_DEMAND_MET
 from .model import REASON_LIMIT as REASON_LIMIT
 from .model import SATURATED_PREFIX as SATURATED_PREFIX
@@ -50,6 +49,8 @@ from .model import ProblemError as ProblemError
 from .model import Tenant as Tenant
 from .model import dominant_share as dominant_share
 from .reference import _solve_hierarchy_reference as _solve_hierarchy_reference
+from .searches import _VERIFY as _VERIFY
+from .searches import _ramps_crossing as _ramps_crossing
 from .solver import _solve as _solve
 from .solver import solve as solve
 from .validation import MAX_AMOUNT as MAX_AMOUNT
@@ -69,7 +70,7 @@ __all__ = [
 
 # Names that tests set on this package and that the solver reads from the module that defines
 # them: an assignment here is passed on there (``monkeypatch`` undoes it the same way).
-_FORWARDED = {"_VERIFY": hierarchy, "_ramps_crossing": hierarchy}
+_FORWARDED = {"_VERIFY": searches, "_ramps_crossing": searches}
 
 
 class _Package(types.ModuleType):

@@ -52,6 +52,12 @@ def _part_way(
     move together, by the fraction of the way at which the root's sums (linear along the way
     between kinks) reach its weight times the catch-up level. A single root moving is the
     plain fraction: exact from the leaves' sorted ramps, halving as the fallback.
+
+    Why one function of about 200 lines: both ways of moving (the catch-up by weight of several
+    roots, and the plain fraction) work on the same gathered arrays of the moving leaves and on
+    four closures over them (``amounts``, ``passed``, ``excess``, ``over``) that the regula
+    falsi and the halving probe again and again; apart, that state would be threaded through
+    every probe. The gathering, the catch-up and the plain fraction are its three parts.
     """
     if not (s_hi[out] > s_lo[out]).any() and not limits:
         return snap_lo, s_lo, out, []

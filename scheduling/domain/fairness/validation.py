@@ -256,6 +256,45 @@ def _validate(
             raise ProblemError(f"integral: unknown resource {resource!r} (not in capacity)")
         integral_idx.append(index[resource])
 
+    names, ordered = _ordered(tenants)
+    n, n_res = len(names), len(resources)
+
+    packed = _pack(ordered, index)
+    parent = None if packed is None else _bulk_parents(names, ordered)
+    if packed is None or parent is None:
+        *packed, parent = _precise(names, ordered, index)
+    weight, own_demand, own_guarantee, limit = packed
+
+    depth = _depths(parent, names, ordered)
+    demand, guarantee = _effective(
+        names, resources, parent, depth, own_demand, own_guarantee, limit
+    )
+    totals = guarantee[depth == 0].sum(axis=0) if n else np.zeros(n_res)
+    for r, resource in enumerate(resources):
+        if totals[r] > cap[r] * (1 + _EPS):
+            raise ProblemError(
+                f"guarantee[{resource!r}]: sum of guarantees ({_fmt(totals[r])}) exceeds capacity "
+                f"({_fmt(cap[r])})"
+            )
+    return _Problem(
+        resources=resources,
+        capacity=cap,
+        integral=integral_idx,
+        names=names,
+        weight=weight,
+        demand=demand,
+        own_demand=own_demand,
+        floor=np.minimum(guarantee, demand),  # the guarantee, up to the demand
+        limit=limit,
+        parent=parent,
+        depth=depth,
+        own_guarantee=own_guarantee,
+    )
+
+
+def _ordered(tenants: Sequence[Tenant]) -> tuple[list[str], list[Tenant]]:
+    """The tenants' names, sorted, and the tenants in that order; raise ProblemError on a
+    tenant that is not a :class:`.Tenant`, a bad name or a duplicate (in the given order)."""
     tenants = tenants if type(tenants) is list else list(tenants)
     ordered = None
     if all(map(isinstance, tenants, repeat(Tenant))):
@@ -277,32 +316,42 @@ def _validate(
             by_name[tenant.name] = tenant
         names = sorted(by_name)
         ordered = list(map(by_name.__getitem__, names))
-    n, n_res = len(names), len(resources)
+    return names, ordered
 
-    packed = _pack(ordered, index)
-    parent = None
-    if packed is not None:
-        raw_parents = list(map(attrgetter("parent"), ordered))
-        if all(map(is_, raw_parents, repeat(None))):
-            parent = np.full(n, -1, dtype=np.intp)
-        else:
-            # Few distinct parents: find each in the sorted names (unknown ones: precise path).
-            position: dict[str | None, int] = {None: -1}
-            try:
-                for p in set(raw_parents) - {None}:
-                    i = bisect_left(names, p)
-                    if i == n or names[i] != p:
-                        raise KeyError(p)
-                    position[p] = i
-                parent = np.array(list(map(position.__getitem__, raw_parents)), dtype=np.intp)
-            except (KeyError, TypeError):
-                parent = None
-    if packed is None or parent is None:
-        *packed, parent = _precise(names, ordered, index)
-    weight, own_demand, own_guarantee, limit = packed
 
-    # Effective vectors, deepest tenants first: a parent adds up its children's.
-    depth = _depths(parent, names, ordered)
+def _bulk_parents(names: list[str], ordered: list[Tenant]) -> np.ndarray | None:
+    """Each tenant's parent's number (-1 for the roots), found in bulk; ``None`` if a parent
+    is unknown or not a name (the per-tenant path then names the fault)."""
+    n = len(names)
+    raw_parents = list(map(attrgetter("parent"), ordered))
+    if all(map(is_, raw_parents, repeat(None))):
+        return np.full(n, -1, dtype=np.intp)
+    # Few distinct parents: find each in the sorted names (unknown ones: precise path).
+    position: dict[str | None, int] = {None: -1}
+    try:
+        for p in set(raw_parents) - {None}:
+            i = bisect_left(names, p)
+            if i == n or names[i] != p:
+                raise KeyError(p)
+            position[p] = i
+        return np.array(list(map(position.__getitem__, raw_parents)), dtype=np.intp)
+    except (KeyError, TypeError):
+        return None
+
+
+def _effective(
+    names: list[str],
+    resources: list[str],
+    parent: np.ndarray,
+    depth: np.ndarray,
+    own_demand: np.ndarray,
+    own_guarantee: np.ndarray,
+    limit: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Effective demands and guarantees, deepest tenants first: a parent adds up what its
+    children can use and their guarantees; raise ProblemError where the children's guarantees
+    exceed the parent's limit."""
+    n = len(names)
     demand, guarantee = own_demand, own_guarantee
     if n and depth.max() > 0:
         demand, guarantee = own_demand.copy(), own_guarantee.copy()
@@ -328,25 +377,4 @@ def _validate(
                     f"({_fmt(kids_guarantee[k, r])}) exceed its limit ({_fmt(limit[ups[k], r])})"
                 )
             guarantee[ups] = np.maximum(own_guarantee[ups], kids_guarantee)
-
-    totals = guarantee[depth == 0].sum(axis=0) if n else np.zeros(n_res)
-    for r, resource in enumerate(resources):
-        if totals[r] > cap[r] * (1 + _EPS):
-            raise ProblemError(
-                f"guarantee[{resource!r}]: sum of guarantees ({_fmt(totals[r])}) exceeds capacity "
-                f"({_fmt(cap[r])})"
-            )
-    return _Problem(
-        resources=resources,
-        capacity=cap,
-        integral=integral_idx,
-        names=names,
-        weight=weight,
-        demand=demand,
-        own_demand=own_demand,
-        floor=np.minimum(guarantee, demand),  # the guarantee, up to the demand
-        limit=limit,
-        parent=parent,
-        depth=depth,
-        own_guarantee=own_guarantee,
-    )
+    return demand, guarantee
