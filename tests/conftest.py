@@ -33,3 +33,39 @@ def _previews_unbounded(settings):
     test means to (tests/hardening/test_third_probe.py)."""
     settings.FAIRSHARE_PREVIEW_RATE_PER_MINUTE = 10**6
     settings.FAIRSHARE_PREVIEW_CONCURRENCY = 10**6
+
+
+# ---------------------------------------------------------------- the second (SQLite) pass
+# scripts/test.sh runs the suite on PostgreSQL, then again on SQLite with
+# FAIRSHARE_TEST_PASS=sqlite: the second pass exists to show that every query gives the same
+# results on the embedded database, so it runs only the tests that reach a database (a db
+# fixture in their closure or a django_db marker; django_db_blocker is in every closure, so it
+# says nothing) and that are not marked one_database (their subject is not SQL: see the marker in
+# pyproject.toml). Everything else ran in the first pass and would prove nothing new.
+DATABASE_FIXTURES = frozenset({"db", "transactional_db", "django_db_setup", "live_server"})
+
+
+def reaches_the_database(item: pytest.Item) -> bool:
+    return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))) or (
+        item.get_closest_marker("django_db") is not None
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    import os
+
+    if os.environ.get("FAIRSHARE_TEST_PASS") != "sqlite":
+        return
+    kept, dropped = [], []
+    for item in items:
+        once = item.get_closest_marker("one_database") is not None
+        (dropped if once or not reaches_the_database(item) else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    # pytest-xdist's summary leaves deselected tests out: scripts/test.sh prints this line.
+    report = os.environ.get("FAIRSHARE_TEST_PASS_REPORT")
+    if report and os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+        with open(report, "w") as out:
+            out.write(f"{len(kept)} selected, {len(dropped)} deselected (no database, or")
+            out.write(" one_database)\n")

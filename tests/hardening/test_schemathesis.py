@@ -1,17 +1,22 @@
 """Schemathesis over the whole API (issue 15): reads and writes, positive and negative data, as
 an admin and as a lead, against seeded objects so detail operations answer 200, with every
-schemathesis check on. No 5xx and no answer the schema does not declare."""
+schemathesis check on. No 5xx and no answer the schema does not declare.
+
+Runs on PostgreSQL only (``one_database``: not again in scripts/test.sh's SQLite pass). Its subject
+is the HTTP contract (statuses and bodies as the schema declares them), which the serializers and
+views make, not the database; hostile values that a database adapter treats differently (10^30 in a
+filter, NUL in a string) are sent to every filter and page on both databases by
+tests/hardening/test_fuzz.py. No wall-clock limit here beyond a generous timeout against a hang
+(it took ~180 s on a loaded 2-core machine; ``pytest --durations`` reports it)."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 from django.core.cache import cache
 
 from tests.hardening.conftest import seeded_path
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.one_database]
 
 
 # ------------------------------------------------------------------ schemathesis
@@ -84,6 +89,7 @@ def run_operation(operation, mode, *, path, headers, failures, label, statuses):
         assert mode == "negative", operation.path
 
 
+@pytest.mark.timeout(1800)  # only a hang: the run's length depends on the machine's load
 @pytest.mark.parametrize("role", ["root", "alice"])
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(schema_world, wsgi_app, role):
     """Every operation, reads and writes, positive and negative data, as an admin and as a
@@ -100,7 +106,6 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(schema_world
     headers = {"Authorization": f"Bearer {world.role_raw[role]}"}
     failures: list[str] = []
     statuses: dict[tuple[str, str], set[int]] = {}
-    started = time.monotonic()
     operations = 0
     for result in schema.get_all_operations():
         operation = result.ok()
@@ -115,7 +120,6 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(schema_world
                 label=role,
                 statuses=statuses,
             )
-    elapsed = time.monotonic() - started
     assert operations > 60  # every operation of the API, writes included
     # The seeded objects make every detail read answer 200 (for the lead: the ones she may see).
     admin_only = ("/service-tokens/", "/sync-runs/", "/sync-items/")
@@ -130,4 +134,3 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(schema_world
     assert unopened == []
     assert any(200 <= s < 300 for (m, _), seen in statuses.items() if m != "GET" for s in seen)
     assert failures == [], "\n\n".join(failures[:40]) + f"\n\n({len(failures)} failures)"
-    assert elapsed < 300, elapsed
