@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -180,7 +181,9 @@ def test_a_run_whose_worker_is_killed_is_failed_and_the_next_sync_completes_it(
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [
-                str(ROOT / ".venv/bin/celery"),
+                sys.executable,  # the interpreter running the tests, wherever its venv is
+                "-m",
+                "celery",
                 "-A",
                 "config",
                 "worker",

@@ -328,6 +328,7 @@ def test_random_admin_changes_always_converge_in_one_sync(cluster):
             max_examples=15,
             stateful_step_count=8,
             deadline=None,
+            derandomize=True,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
         ),
     )

@@ -355,7 +355,7 @@ RESOURCES = st.sampled_from(
 AMOUNTS = st.decimals(min_value=0, max_value=10**6, places=3, allow_nan=False)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(
     quota=st.dictionaries(RESOURCES, AMOUNTS, max_size=6),
     quota_limits=st.booleans(),
@@ -403,7 +403,7 @@ def test_deserved_is_the_fair_share_clamped_between_guarantee_and_capability(
 AMOUNT_MAPS = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), AMOUNTS)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(fair=AMOUNT_MAPS, guarantee=AMOUNT_MAPS, extra=AMOUNT_MAPS)
 def test_rendered_queues_always_pass_volcanos_deserved_rules(fair, guarantee, extra):
     limit = {r: guarantee.get(r, 0) + extra[r] for r in extra}
@@ -664,7 +664,7 @@ LIMIT_AMOUNTS = st.dictionaries(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, derandomize=True)
 @given(maximum=LIMIT_AMOUNTS, request=LIMIT_AMOUNTS)
 def test_the_limit_range_is_a_fixed_point_of_the_api_servers_defaulting(maximum, request):
     request = {r: min(v, maximum.get(r, v)) for r, v in request.items()}
@@ -794,7 +794,7 @@ HIERARCHY_AMOUNTS = st.dictionaries(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80, deadline=None, derandomize=True)
 @given(
     data=st.data(),
     children=st.integers(min_value=1, max_value=3),
