@@ -51,6 +51,7 @@ def reaches_the_database(item: pytest.Item) -> bool:
     )
 
 
+@pytest.hookimpl(trylast=True)  # after -m "not browser": the counts are of what would run
 def pytest_collection_modifyitems(config, items):
     import os
 
