@@ -437,7 +437,7 @@ BUDGET_FIGURES = ("allocated_hours", "budget_hours", "percent")
 ATTEMPTS = 3  # the demo keeps collecting and rolling up: read again when it moved meanwhile
 
 
-def _api_json(walk: Walk, page: Page, who: str, url: str) -> dict | None:
+def _get(walk: Walk, page: Page, who: str, url: str):
     """GET with the browser session's cookies; None (and a failure) unless 200."""
     try:
         response = page.request.get(url)
@@ -447,19 +447,17 @@ def _api_json(walk: Walk, page: Page, who: str, url: str) -> dict | None:
     if response.status != 200:
         walk.fail(who, url, f"answered {response.status}")
         return None
-    return response.json()
+    return response
+
+
+def _api_json(walk: Walk, page: Page, who: str, url: str) -> dict | None:
+    response = _get(walk, page, who, url)
+    return None if response is None else response.json()
 
 
 def _api_csv(walk: Walk, page: Page, who: str, url: str) -> list[dict] | None:
-    try:
-        response = page.request.get(url)
-    except PlaywrightError as e:
-        walk.fail(who, url, f"did not answer: {e}")
-        return None
-    if response.status != 200:
-        walk.fail(who, url, f"answered {response.status}")
-        return None
-    return list(csv.DictReader(io.StringIO(response.text())))
+    response = _get(walk, page, who, url)
+    return None if response is None else list(csv.DictReader(io.StringIO(response.text())))
 
 
 def _quantity(value: str | None) -> Decimal | None:
