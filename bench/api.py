@@ -12,7 +12,7 @@ Usage::
    resources × 365 days of 2025 (2.92 M rows for 1,000 teams), **hourly** rollups for
    2025-11-01 and 2025-12-01 (the edge days of the offset month below; 384 k rows) and the
    **monthly** rollups of 2025 computed from the daily ones by the rollup service
-   (``services.rollup_months``, 96 k rows), as the hourly job keeps them.
+   (``rollups.rollup_months``, 96 k rows), as the hourly job keeps them.
    A year of hourly rows (70 M) is not generated: reports read monthly rollups for whole months,
    daily ones for the other whole days and hourly ones only for partial days, so whole-day
    reports never touch them. The GPU price changes on a month boundary, so every month of 2025
@@ -76,7 +76,7 @@ def populate(teams: int, monthly: bool = True) -> None:
     from django.db import connection, transaction
 
     from monitoring.models import RateCard, UsageRollup
-    from monitoring.services import rollup_months
+    from monitoring.rollups import rollup_months
     from quotas.models import Budget, Membership, Namespace, Team
 
     print(f"populating {teams} teams ...", flush=True)

@@ -43,9 +43,10 @@ from kubernetes.utils import parse_quantity  # noqa: E402
 
 from bench.cluster_gen import generate_nodes, generate_pods  # noqa: E402
 from bench.common import pct  # noqa: E402
+from monitoring.collection import store_gpu_inventory  # noqa: E402
 from monitoring.domain.aggregate import aggregate  # noqa: E402
+from monitoring.ingest import ingest_gpu_batch  # noqa: E402
 from monitoring.models import GpuSample  # noqa: E402
-from monitoring.services import ingest_gpu_batch, store_gpu_inventory  # noqa: E402
 
 
 def fresh_database() -> None:

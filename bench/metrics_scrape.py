@@ -122,8 +122,8 @@ def main() -> None:
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
+    from monitoring.gpu_alerts import current_gpu_alerts
     from monitoring.models import GpuSample
-    from monitoring.services import current_gpu_alerts
     from portal.metrics import build_registry
     from quotas.models import Team
 

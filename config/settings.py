@@ -420,7 +420,7 @@ FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS = env_int(
 FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS = env_int(
     "FAIRSHARE_GPU_SAMPLE_MAX_AGE_SECONDS", 3600, min_value=60
 )
-# Ingest bounds (monitoring.services, monitoring.api.views.IngestSampleThrottle, issue 27):
+# Ingest bounds (monitoring.ingest, monitoring.api.views.IngestSampleThrottle, issue 27):
 # samples in one batch, and samples a node-agent token may send a minute.
 FAIRSHARE_GPU_INGEST_MAX_BATCH_SAMPLES = env_int(
     "FAIRSHARE_GPU_INGEST_MAX_BATCH_SAMPLES", 512, min_value=1

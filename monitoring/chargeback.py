@@ -12,7 +12,7 @@ Reading the rollups (a constant number of queries, whatever the number of teams 
    boundary (``valid_from``/``valid_to`` of any of its rates, any flavor) strictly inside the
    month, and only if the month has monthly rows at all (one small query; the rollup service
    writes a month's rows whenever it writes its days, months rolled up before monthly rollups
-   existed have none until ``services.rollup_months`` backfills them). Otherwise that
+   existed have none until ``rollups.rollup_months`` backfills them). Otherwise that
    resource's month is read from its days, exactly as before. Budget periods are calendar
    months, so their boundaries never fall inside one. A monthly row is the sum of its days per
    namespace, resource, flavor and team, and carries the per-day floors (step 4), so reading

@@ -145,7 +145,7 @@ class UsageMetrics:
     # ---------------------------------------------------------------- GPUs and budgets
 
     def gpus(self, now: datetime) -> Iterator[Metric]:
-        from monitoring.services import gpu_reporting_window
+        from monitoring.gpu_alerts import gpu_reporting_window
 
         window = gpu_reporting_window()
         util = gauge(
@@ -302,7 +302,7 @@ class UsageMetrics:
         yield idle
 
     def budgets(self, now: datetime) -> Iterator[Metric]:
-        from monitoring.services import budget_cutoff, budget_use
+        from monitoring.budgets import budget_cutoff, budget_use
 
         budget = gauge(
             "fairshare_budget_hours", "Monthly budget in resource-hours.", ["team", "resource"]

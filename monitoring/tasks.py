@@ -1,4 +1,5 @@
-"""Celery tasks of the monitoring app: thin wrappers around ``monitoring.services``.
+"""Celery tasks of the monitoring app: thin wrappers around its rooms (collection, rollups, idle,
+budgets).
 
 Arguments and results are JSON (ISO 8601 strings for times). Monitoring jobs do not write
 ``SyncRun`` rows: those record cluster syncs, and /metrics reports them as the sync status.
@@ -15,7 +16,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
-from monitoring import services
+from monitoring import budgets, collection, idle, rollups
 
 logger = logging.getLogger(__name__)
 
@@ -34,15 +35,15 @@ def collect_usage() -> dict:
     """Store one usage collection (beat, every minute); skipped when collection is disabled."""
     if settings.FAIRSHARE_CLUSTER == "disabled":
         return {"skipped": "FAIRSHARE_CLUSTER=disabled"}
-    snapshot, samples = services.collect_usage()
+    snapshot, samples = collection.collect_usage()
     return {"snapshot": snapshot.pk, "taken_at": snapshot.taken_at.isoformat(), "samples": samples}
 
 
 @shared_task(name="monitoring.tasks.rollup_usage")
 def rollup_usage(start: str | None = None, end: str | None = None) -> dict:
     """Roll raw samples up (beat, hourly) and prune past retention."""
-    result = services.rollup_usage(start=_when(start), end=_when(end))
-    pruned = services.prune_samples()
+    result = rollups.rollup_usage(start=_when(start), end=_when(end))
+    pruned = rollups.prune_samples()
     return {
         "start": result.start.isoformat(),
         "end": result.end.isoformat(),
@@ -55,7 +56,7 @@ def rollup_usage(start: str | None = None, end: str | None = None) -> dict:
 @shared_task(name="monitoring.tasks.detect_idle_gpus")
 def detect_idle_gpus() -> dict:
     """Open, extend and resolve idle-GPU alerts (beat, every 5 minutes)."""
-    result = services.detect_idle_gpus()
+    result = idle.detect_idle_gpus()
     return {
         "idle_gpus": result.idle_gpus,
         "opened": result.opened,
@@ -67,5 +68,5 @@ def detect_idle_gpus() -> dict:
 @shared_task(name="monitoring.tasks.check_budgets")
 def check_budgets() -> dict:
     """Alert teams whose month-to-date usage crossed a budget threshold."""
-    alerts = services.check_budgets()
+    alerts = budgets.check_budgets()
     return {"alerts": [alert.pk for alert in alerts]}

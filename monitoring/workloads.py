@@ -1,6 +1,6 @@
 """Workload records: store each collection's gangs with why they wait, and read them back.
 
-``store_workloads`` runs inside the collection's transaction (``services.store_usage``). It says
+``store_workloads`` runs inside the collection's transaction (``collection.store_usage``). It says
 why each waiting workload waits with :func:`monitoring.domain.workloads.wait_reason`, giving it the
 team's queue as this collection and the latest fair-share computation see it: what the team's
 pods hold now, its DRF fair allocation (what Fairshare writes into the queue's ``deserved``) and

@@ -30,7 +30,7 @@ Metrics (gauges):
   ``fairshare_shares_stale_since_timestamp_seconds`` (only while stale: the first failure) and
   ``fairshare_shares_last_success_timestamp_seconds`` (once one succeeded)
 * Per GPU, the newest sample of each GPU that reported within the collection window
-  (:func:`monitoring.services.gpu_reporting_window`, two minutes by default), labelled
+  (:func:`monitoring.gpu_alerts.gpu_reporting_window`, two minutes by default), labelled
   ``node``, ``gpu`` (the index), ``uuid``, ``model``, ``namespace`` and ``team``:
   ``fairshare_gpu_device_utilization_percent``, ``fairshare_gpu_device_memory_used_percent``
   (memory used ÷ total × 100) and ``fairshare_gpu_device_temperature_celsius``. A GPU no pod
@@ -49,7 +49,7 @@ Metrics (gauges):
   recording rules join on (``deploy/monitoring/prometheusrule.yaml``)
 * ``fairshare_idle_gpus{team}``: GPUs in open idle alerts
 * ``fairshare_budget_hours{team,resource}``, ``fairshare_budget_allocated_hours{team,resource}``:
-  budget use this month (``monitoring.services.budget_use``: allocated hours up to the end of
+  budget use this month (``monitoring.budgets.budget_use``: allocated hours up to the end of
   the newest rolled-up hour, ``fairshare_budget_cutoff_timestamp_seconds``), the figure the
   pages and the API show; ``fairshare_budget_used_hours`` is its former name (same value)
 * ``fairshare_sync_success``: 1 if the newest finished (non-dry-run) sync succeeded, else 0;

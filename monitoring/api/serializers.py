@@ -230,7 +230,7 @@ class BudgetUseSerializer(serializers.Serializer):
 
 
 class BudgetUseRowSerializer(serializers.Serializer):
-    """One budget's use this month (``monitoring.services.budget_use``)."""
+    """One budget's use this month (``monitoring.budgets.budget_use``)."""
 
     team = serializers.CharField()
     resource = serializers.CharField()

@@ -133,7 +133,7 @@ class BudgetUseView(APIView):
     """Budget use this month per visible team's budget: allocated hours of the budgeted resource
     up to ``cutoff`` (the end of the newest rolled-up hour), the monthly budget and the percent.
     The figure the team page, Reports, the alerts and /metrics show
-    (``monitoring.services.budget_use``). ``?team=<slug>`` narrows to one team (404 for one the
+    (``monitoring.budgets.budget_use``). ``?team=<slug>`` narrows to one team (404 for one the
     caller cannot see)."""
 
     read_scopes = CHARGEBACK_SCOPES
@@ -145,7 +145,8 @@ class BudgetUseView(APIView):
     def get(self, request):
         from django.utils import timezone
 
-        from monitoring.services import budget_cutoff, budget_use, month_start
+        from monitoring.budgets import budget_cutoff, budget_use
+        from monitoring.units import month_start
 
         teams = Team.objects.visible_to(request.user)
         slug = request.query_params.get("team")
@@ -234,7 +235,7 @@ class GpuSampleViewSet(viewsets.ReadOnlyModelViewSet):
     )
     def ingest(self, request):
         """Store one agent batch: node-agent tokens only, for their own node (400 otherwise)."""
-        from monitoring.services import ingest_gpu_batch
+        from monitoring.ingest import ingest_gpu_batch
 
         result = ingest_gpu_batch(token_node=request.auth.node, batch=request.data)
         return Response(asdict(result))

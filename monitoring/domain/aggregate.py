@@ -175,7 +175,7 @@ class ClusterUsage:
     namespace_flavors: Mapping[str, Mapping[str, Mapping[str, Decimal]]] = field(
         default_factory=dict
     )
-    # What GPU samples are checked against (monitoring.services.ingest_gpu_batch): every node
+    # What GPU samples are checked against (monitoring.ingest.ingest_gpu_batch): every node
     # that has GPUs, Ready or not (its pods still hold them), and every bound pod asking for GPUs.
     gpu_nodes: Mapping[str, GpuNode] = field(default_factory=dict)
     gpu_pods: tuple[GpuPod, ...] = ()

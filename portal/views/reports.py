@@ -28,6 +28,7 @@ from django.views.decorators.http import require_GET
 
 from monitoring import chargeback
 from monitoring.api.renderers import ChargebackCSVRenderer
+from monitoring.budgets import budget_use
 from monitoring.domain.chargeback import (
     COLUMN_DEFINITIONS,
     CSV_COLUMNS,
@@ -36,7 +37,6 @@ from monitoring.domain.chargeback import (
     GROUP_FIELDS,
     ChargebackError,
 )
-from monitoring.services import budget_use
 from quotas.models import Team
 from quotas.querysets import is_site_admin
 
@@ -239,7 +239,7 @@ def _report(request, form: ReportForm):
 
 
 def _budgets(request, result, start: datetime, end: datetime) -> tuple[list[dict], datetime | None]:
-    """The budget table: this month's budget use (``monitoring.services.budget_use``, the figure
+    """The budget table: this month's budget use (``monitoring.budgets.budget_use``, the figure
     the team page, the API, alerts and /metrics show, with its cut-off) when the period is the
     current month; else what each line consumed of each month's budget in the period."""
     now = timezone.now()

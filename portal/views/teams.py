@@ -19,9 +19,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from monitoring.budgets import BudgetUse, budget_use
 from monitoring.choices import AlertStatus, RollupPeriod
+from monitoring.gpu_alerts import current_gpu_alerts
 from monitoring.models import UsageRollup, UsageSample
-from monitoring.services import BudgetUse, budget_use, current_gpu_alerts
 from monitoring.usage import current_usage, subtree_ids
 from monitoring.workloads import team_workloads_context
 from quotas import members as member_services
@@ -102,7 +103,7 @@ def _usage_chart(team: Team, quotas: dict[str, TeamQuota], *, now: datetime) -> 
 
 
 def _budget_rows(team: Team, *, now: datetime) -> list[BudgetUse]:
-    """The team's budget use this month: ``monitoring.services.budget_use``, as everywhere."""
+    """The team's budget use this month: ``monitoring.budgets.budget_use``, as everywhere."""
     return budget_use(now=now, teams=[team])
 
 

@@ -554,7 +554,7 @@ def _by_days(start, end, group_by) -> domain.Report:
 
 @pytest.mark.parametrize("group_by", GROUPINGS)
 def test_whole_months_from_monthly_rollups_give_exactly_the_daily_figures(spring, group_by):
-    from monitoring.services import rollup_months
+    from monitoring.rollups import rollup_months
 
     start, end = WHOLE_MONTHS
     from_days = chargeback.build_report(start=start, end=end, group_by=group_by)
@@ -574,7 +574,7 @@ def test_whole_months_from_monthly_rollups_give_exactly_the_daily_figures(spring
 
 @pytest.mark.parametrize("group_by", [("team", "resource"), ("resource", "flavor")])
 def test_an_offset_period_reads_months_days_and_hours_with_the_same_figures(spring, group_by):
-    from monitoring.services import rollup_months
+    from monitoring.rollups import rollup_months
 
     start, end = OFFSET  # 03-01 06:30 .. 06-30 10:15: hours, days, April + May, days, hours
     from_days = chargeback.build_report(start=start, end=end, group_by=group_by)
@@ -589,8 +589,8 @@ def test_an_offset_period_reads_months_days_and_hours_with_the_same_figures(spri
 def test_the_portable_path_gives_exactly_the_postgresql_figures(spring, group_by, monkeypatch):
     """The sums SQLite gets (Python Decimal over ORM rows, monthly rollups summed in Python)
     equal PostgreSQL's width_bucket/unnest/numeric SQL, to the last digit, on the same rows."""
-    from monitoring import services
-    from monitoring.services import rollup_months
+    from monitoring import rollups
+    from monitoring.rollups import rollup_months
 
     start, end = OFFSET
     rollup_months(*WHOLE_MONTHS)
@@ -604,7 +604,7 @@ def test_the_portable_path_gives_exactly_the_postgresql_figures(spring, group_by
     )  # fmt: skip
 
     monkeypatch.setattr(chargeback, "_postgres", lambda using: False)
-    monkeypatch.setattr(services, "_postgres", lambda: False)
+    monkeypatch.setattr(rollups, "_postgres", lambda: False)
     with CaptureQueriesContext(connection) as queries:
         portable = _figures(chargeback.build_report(start=start, end=end, group_by=group_by))
     assert not any("width_bucket" in q["sql"] or "unnest" in q["sql"] for q in queries)
@@ -626,7 +626,7 @@ def test_the_portable_path_gives_exactly_the_postgresql_figures(spring, group_by
 def test_a_lead_sees_the_same_rows_from_months_and_the_moved_namespace_stays_split(
     spring, client_as
 ):
-    from monitoring.services import rollup_months
+    from monitoring.rollups import rollup_months
 
     params = {"start": "2025-03-01", "end": "2025-07-01", "group_by": "team,namespace,resource"}
     before = client_as("lead").get(URL, params).json()
@@ -644,7 +644,7 @@ def test_a_lead_sees_the_same_rows_from_months_and_the_moved_namespace_stays_spl
 def test_a_month_with_a_rate_change_inside_is_read_from_its_days(spring):
     """Month rule: for GPUs April has a rate change inside (read from days), May does not; for
     cpu May has one (days), April does not; memory changes on 06-01, a month boundary."""
-    from monitoring.services import rollup_months
+    from monitoring.rollups import rollup_months
 
     start, end = WHOLE_MONTHS
     rollup_months(start, end)
@@ -667,7 +667,7 @@ def test_a_month_with_a_rate_change_inside_is_read_from_its_days(spring):
 
 
 def test_a_month_without_monthly_rollups_is_read_from_its_days(spring):
-    from monitoring.services import rollup_months
+    from monitoring.rollups import rollup_months
 
     start, end = WHOLE_MONTHS
     from_days = _figures(chargeback.build_report(start=start, end=end, group_by=("team",)))

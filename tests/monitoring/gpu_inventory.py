@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from kubernetes.utils import parse_quantity
 
+from monitoring.collection import store_gpu_inventory
 from monitoring.domain.aggregate import aggregate
-from monitoring.services import store_gpu_inventory
 
 H100 = "NVIDIA-H100-80GB-HBM3"  # the node label of an "NVIDIA H100 80GB HBM3"
 

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from django.core import mail
 
-from monitoring import services
+from monitoring import budgets
 from monitoring.models import BudgetAlert, UsageRollup, UsageSample
 from quotas.models import Budget
 
@@ -64,7 +64,7 @@ def test_it_stays_quiet_under_80_percent(budget):
     rolled(budget.team, datetime(2025, 4, 30, 9, tzinfo=UTC), 500)  # last month
     rolled(budget.team, datetime(2025, 5, 2, 9, tzinfo=UTC), 500, resource="cpu")
 
-    assert services.check_budgets(now=NOW) == []
+    assert budgets.check_budgets(now=NOW) == []
     assert not BudgetAlert.objects.exists()
     assert mail.outbox == []
 
@@ -82,8 +82,8 @@ def test_it_alerts_once_at_80_percent_counting_rolled_up_hours_only(budget):
         allocated=Decimal(4),
     )
 
-    created = services.check_budgets(now=NOW)
-    again = services.check_budgets(now=NOW + timedelta(minutes=5))
+    created = budgets.check_budgets(now=NOW)
+    again = budgets.check_budgets(now=NOW + timedelta(minutes=5))
 
     alert = BudgetAlert.objects.get()
     assert created == [alert]
@@ -107,7 +107,7 @@ def test_budget_use_counts_up_to_the_end_of_the_newest_rolled_up_hour(budget):
     rolled(budget.team, datetime(2025, 5, 2, 9, tzinfo=UTC), 30)
     rolled(budget.team, datetime(2025, 5, 20, 9, tzinfo=UTC), D("12.5"))
 
-    (use,) = services.budget_use(now=NOW)
+    (use,) = budgets.budget_use(now=NOW)
 
     assert (use.team, use.resource, use.unit) == (budget.team, GPU, "GPU-hour")
     assert (use.allocated_hours, use.budget_hours, use.percent) == (
@@ -119,11 +119,11 @@ def test_budget_use_counts_up_to_the_end_of_the_newest_rolled_up_hour(budget):
         datetime(2025, 5, 1, tzinfo=UTC),
         datetime(2025, 5, 20, 10, tzinfo=UTC),
     )
-    assert services.month_to_date_hours(now=NOW) == {(budget.team.pk, GPU): D("42.5000")}
+    assert budgets.month_to_date_hours(now=NOW) == {(budget.team.pk, GPU): D("42.5000")}
 
 
 def test_budget_use_before_any_rollup_is_zero_up_to_the_months_start(budget):
-    (use,) = services.budget_use(now=NOW)
+    (use,) = budgets.budget_use(now=NOW)
 
     assert (use.allocated_hours, use.percent) == (D(0), D(0))
     assert use.cutoff == datetime(2025, 5, 1, tzinfo=UTC)
@@ -133,17 +133,17 @@ def test_a_memory_budget_counts_gib_hours_like_chargeback(cast):
     Budget.objects.create(team=cast.team_a, resource="memory", monthly_hours=D(1000))
     rolled(cast.team_a, datetime(2025, 5, 2, 9, tzinfo=UTC), 2**30 * 250, resource="memory")
 
-    (use,) = services.budget_use(now=NOW)
+    (use,) = budgets.budget_use(now=NOW)
 
     assert (use.allocated_hours, use.unit, use.percent) == (D(250), "GiB-hour", D(25))
 
 
 def test_it_alerts_at_100_percent_without_repeating_80(budget):
     rolled(budget.team, datetime(2025, 5, 2, 9, tzinfo=UTC), 85)
-    services.check_budgets(now=NOW)
+    budgets.check_budgets(now=NOW)
     rolled(budget.team, datetime(2025, 5, 3, 9, tzinfo=UTC), 20)
 
-    created = services.check_budgets(now=NOW)
+    created = budgets.check_budgets(now=NOW)
 
     assert [a.threshold for a in created] == [100]
     assert sorted(BudgetAlert.objects.values_list("threshold", flat=True)) == [80, 100]
@@ -153,7 +153,7 @@ def test_it_alerts_at_100_percent_without_repeating_80(budget):
 def test_crossing_both_thresholds_at_once_raises_both(budget):
     rolled(budget.team, datetime(2025, 5, 2, 9, tzinfo=UTC), 100)
 
-    created = services.check_budgets(now=NOW)
+    created = budgets.check_budgets(now=NOW)
 
     assert [a.threshold for a in created] == [80, 100]
     assert len(mail.outbox) == 2
@@ -161,10 +161,10 @@ def test_crossing_both_thresholds_at_once_raises_both(budget):
 
 def test_a_new_month_starts_from_zero(budget):
     rolled(budget.team, datetime(2025, 5, 2, 9, tzinfo=UTC), 90)
-    services.check_budgets(now=NOW)
+    budgets.check_budgets(now=NOW)
     rolled(budget.team, datetime(2025, 6, 1, 0, tzinfo=UTC), 81)
 
-    created = services.check_budgets(now=datetime(2025, 6, 2, tzinfo=UTC))
+    created = budgets.check_budgets(now=datetime(2025, 6, 2, tzinfo=UTC))
 
     assert [(a.month, a.threshold) for a in created] == [(date(2025, 6, 1), 80)]
 
@@ -172,4 +172,4 @@ def test_a_new_month_starts_from_zero(budget):
 def test_other_teams_usage_does_not_count(budget, cast):
     rolled(cast.team_b, datetime(2025, 5, 2, 9, tzinfo=UTC), 1000, namespace="team-b-ml")
 
-    assert services.check_budgets(now=NOW) == []
+    assert budgets.check_budgets(now=NOW) == []

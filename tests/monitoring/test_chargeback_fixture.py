@@ -41,7 +41,7 @@ import pytest
 from django.core import mail
 from django.urls import reverse
 
-from monitoring import chargeback, services
+from monitoring import budgets, chargeback, rollups
 from monitoring.domain.chargeback import COLUMN_DEFINITIONS, CSV_COLUMNS
 from monitoring.models import GpuSample, RateCard, UsageSample
 from quotas import services as quota_services
@@ -172,7 +172,7 @@ def world(cast, settings):
     # Hour by hour, as the hourly job does, with the grant opened and closed on time.
     for hour in (H0, H1, H2):
         quota_services.expire_temporary_quota(now=hour)
-        services.rollup_usage(start=hour, end=hour + timedelta(hours=1), now=NOW)
+        rollups.rollup_usage(start=hour, end=hour + timedelta(hours=1), now=NOW)
     quota_services.expire_temporary_quota(now=END)
     return cast
 
@@ -303,14 +303,14 @@ def test_budget_use_is_the_same_on_every_surface(at_now, client):
         "cutoff": "2025-05-15T02:00:00+00:00",
     }
 
-    (use,) = services.budget_use()
+    (use,) = budgets.budget_use()
     team_page = data_of(
         client.get(reverse("portal:team", args=["team-a"])).content.decode(), "budget-use"
     )
     reports = data_of(client.get(reverse("portal:reports")).content.decode(), "budget-use")
     api = client.get("/api/v1/budget-use/", {"team": "team-a"}).json()
     metrics = _metrics(client)
-    alerts = services.check_budgets()
+    alerts = budgets.check_budgets()
 
     assert (use.allocated_hours, use.budget_hours, use.percent, use.cutoff) == (
         D("14.0000"),

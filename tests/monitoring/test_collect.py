@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from kube.errors import K8sTransient
-from monitoring import services
+from monitoring import collection
 from monitoring.collectors import k8s_usage
 from monitoring.exceptions import CollectorError
 from monitoring.models import CapacitySnapshot, UsageSample
@@ -132,7 +132,7 @@ def test_it_gives_up_when_the_api_keeps_failing(small_cluster):
 
 
 def test_it_stores_a_collection_with_flavored_gpu_rows(cast, small_cluster):
-    snapshot, n = services.collect_usage(now=NOW, api_client=small_cluster.api_client())
+    snapshot, n = collection.collect_usage(now=NOW, api_client=small_cluster.api_client())
 
     snapshot.refresh_from_db()
     assert snapshot.taken_at == NOW
@@ -158,7 +158,7 @@ def test_it_stores_a_collection_with_flavored_gpu_rows(cast, small_cluster):
 def test_the_demo_snapshot_mode_stores_1000_schedulable_gpus(cast, settings):
     settings.FAIRSHARE_CLUSTER = f"snapshot:{DEMO}"
 
-    snapshot, n = services.collect_usage(now=NOW)
+    snapshot, n = collection.collect_usage(now=NOW)
 
     assert snapshot.resources[GPU] == "1000"
     assert snapshot.flavors[H100][GPU] == "1000"
@@ -173,7 +173,7 @@ def test_it_refuses_to_collect_when_disabled(cast, settings):
     settings.FAIRSHARE_CLUSTER = "disabled"
 
     with pytest.raises(CollectorError, match="disabled"):
-        services.collect_usage(now=NOW)
+        collection.collect_usage(now=NOW)
     assert not CapacitySnapshot.objects.filter(taken_at=NOW).exists()
 
 

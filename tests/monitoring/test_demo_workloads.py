@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from monitoring.collection import collect_usage
 from monitoring.models import Workload
-from monitoring.services import collect_usage
 from scheduling.services import compute_shares
 
 DEMO = Path(__file__).resolve().parents[2] / "monitoring" / "fixtures" / "demo_cluster.json"

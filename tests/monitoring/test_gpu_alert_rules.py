@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import portal.views.metrics
 from monitoring.domain import gpu_alerts
-from monitoring.services import current_gpu_alerts, ingest_gpu_batch
+from monitoring.gpu_alerts import current_gpu_alerts
+from monitoring.ingest import ingest_gpu_batch
 from portal.metrics import build_registry
 from tests.monitoring.gpu_inventory import node_object, place, pod_object
 from tests.monitoring.promtool import (

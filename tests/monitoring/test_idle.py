@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core import mail
 
-from monitoring import services
+from monitoring import idle
 from monitoring.models import GpuSample, IdleGpuAlert
 from quotas.webhook import post_webhook
 
@@ -48,7 +48,7 @@ def test_it_opens_an_alert_for_gpus_idle_all_window_and_emails_the_leads_once(ca
     readings(cast.team_a, [3, 0, 5, 2, 9, 1, 0])  # 12:00 − 30 min … 12:00
     readings(cast.team_a, [0] * 7, uuid="GPU-2")
 
-    result = services.detect_idle_gpus(now=NOW)
+    result = idle.detect_idle_gpus(now=NOW)
 
     alert = IdleGpuAlert.objects.get()
     assert (result.idle_gpus, result.opened, result.extended) == (2, [alert.pk], [])
@@ -70,9 +70,9 @@ def test_it_opens_an_alert_for_gpus_idle_all_window_and_emails_the_leads_once(ca
 
 def test_a_later_run_extends_the_alert_without_a_second_email(cast):
     readings(cast.team_a, [0] * 8, end=NOW + STEP)
-    services.detect_idle_gpus(now=NOW)
+    idle.detect_idle_gpus(now=NOW)
 
-    result = services.detect_idle_gpus(now=NOW + STEP)
+    result = idle.detect_idle_gpus(now=NOW + STEP)
 
     alert = IdleGpuAlert.objects.get()
     assert result.extended == [alert.pk]
@@ -95,7 +95,7 @@ def test_a_later_run_extends_the_alert_without_a_second_email(cast):
 def test_it_does_not_call_a_gpu_idle_when(cast, utils, why):
     readings(cast.team_a, utils)
 
-    result = services.detect_idle_gpus(now=NOW)
+    result = idle.detect_idle_gpus(now=NOW)
 
     assert result.idle_gpus == 0, why
     assert not IdleGpuAlert.objects.exists()
@@ -105,22 +105,22 @@ def test_it_does_not_call_a_gpu_idle_when(cast, utils, why):
 def test_just_under_the_threshold_is_idle(cast):
     readings(cast.team_a, [9.9] * 7)
 
-    assert services.detect_idle_gpus(now=NOW).idle_gpus == 1
+    assert idle.detect_idle_gpus(now=NOW).idle_gpus == 1
 
 
 def test_gpus_without_a_pod_or_team_are_not_judged(cast):
     readings(None, [0] * 7, uuid="GPU-unknown-ns", namespace="sandbox")
     readings(cast.team_a, [0] * 7, uuid="GPU-no-pod", pod="", namespace="")
 
-    assert services.detect_idle_gpus(now=NOW).idle_gpus == 0
+    assert idle.detect_idle_gpus(now=NOW).idle_gpus == 0
 
 
 def test_it_resolves_the_alert_when_utilization_recovers(cast):
     readings(cast.team_a, [0] * 7)
-    services.detect_idle_gpus(now=NOW)
+    idle.detect_idle_gpus(now=NOW)
     readings(cast.team_a, [85], end=NOW + STEP)
 
-    result = services.detect_idle_gpus(now=NOW + STEP)
+    result = idle.detect_idle_gpus(now=NOW + STEP)
 
     alert = IdleGpuAlert.objects.get()
     assert result.resolved == [alert.pk]
@@ -131,10 +131,10 @@ def test_it_resolves_the_alert_when_utilization_recovers(cast):
 
 def test_an_idle_gpu_after_a_resolved_alert_opens_a_new_one(cast):
     readings(cast.team_a, [0] * 7)
-    services.detect_idle_gpus(now=NOW)
+    idle.detect_idle_gpus(now=NOW)
     IdleGpuAlert.objects.update(status="resolved")
 
-    result = services.detect_idle_gpus(now=NOW)
+    result = idle.detect_idle_gpus(now=NOW)
 
     assert len(result.opened) == 1
     assert IdleGpuAlert.objects.filter(status="open").count() == 1
@@ -174,7 +174,7 @@ def webhook(settings):
 def test_it_posts_slack_compatible_json_to_the_webhook(cast, webhook):
     readings(cast.team_a, [0] * 7)
 
-    services.detect_idle_gpus(now=NOW)
+    idle.detect_idle_gpus(now=NOW)
 
     assert len(webhook.received) == 1
     content_type, body = webhook.received[0]
@@ -187,7 +187,7 @@ def test_a_failing_webhook_is_logged_not_raised(cast, webhook, caplog):
     webhook.status = 500
     readings(cast.team_a, [0] * 7)
 
-    result = services.detect_idle_gpus(now=NOW)
+    result = idle.detect_idle_gpus(now=NOW)
 
     assert len(result.opened) == 1
     assert len(mail.outbox) == 1

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from django.core.exceptions import ValidationError
 
+from monitoring.ingest import ingest_gpu_batch
 from monitoring.models import GpuSample
-from monitoring.services import ingest_gpu_batch
 from tests.monitoring.gpu_inventory import node_object, place, pod_object
 
 NOW = datetime(2025, 5, 1, 12, 0, 30, tzinfo=UTC)

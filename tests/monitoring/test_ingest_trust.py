@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import Client
 
+from monitoring.collection import store_usage
+from monitoring.ingest import ingest_gpu_batch
 from monitoring.models import GpuSample, GpuSampleRejection
-from monitoring.services import ingest_gpu_batch, store_usage
 from quotas.tokens import issue_token
 from tests.monitoring.gpu_inventory import H100, node_object, place, pod_object
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from monitoring import services
+from monitoring import rollups
 from monitoring.models import CapacitySnapshot, GpuSample, UsageRollup, UsageSample
 
 GPU = "nvidia.com/gpu"
@@ -106,7 +106,7 @@ EXPECTED_DAILY = [
 
 
 def test_it_integrates_hand_computed_samples_into_hours_and_days(samples):
-    result = services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+    result = rollups.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
 
     assert (result.start, result.end, result.hourly, result.daily) == (at(10), at(12), 6, 3)
     assert rows("hour") == EXPECTED_HOURLY
@@ -114,26 +114,26 @@ def test_it_integrates_hand_computed_samples_into_hours_and_days(samples):
 
 
 def test_running_it_twice_gives_the_same_rows(samples):
-    services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+    rollups.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
     first = (rows("hour"), rows("day"), UsageRollup.objects.count())
 
-    services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+    rollups.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
 
     assert (rows("hour"), rows("day"), UsageRollup.objects.count()) == first
 
 
 def test_the_default_window_is_the_last_two_complete_hours(samples):
-    result = services.rollup_usage(now=at(12, 30))
+    result = rollups.rollup_usage(now=at(12, 30))
 
     assert (result.start, result.end) == (at(10), at(12))
     assert rows("hour") == EXPECTED_HOURLY
 
 
 def test_rerunning_a_past_window_picks_up_late_gpu_samples(samples):
-    services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+    rollups.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
     gpu(samples.team_a, at(11, 0), 60)  # arrives late: 60 % for 20 min (the cap)
 
-    services.rollup_usage(start=at(11), end=at(12), now=at(13))
+    rollups.rollup_usage(start=at(11), end=at(12), now=at(13))
 
     row = UsageRollup.objects.get(period="hour", start=at(11), flavor=H100)
     assert row.used_hours == D("0.200000")
@@ -148,7 +148,7 @@ def test_a_sample_holds_at_most_twice_the_collection_interval(cast, intervals):
     usage(cast.team_b, at(10), 10, namespace="team-b-ml")
     usage(cast.team_b, at(12), 10, namespace="team-b-ml")  # two hours later: an outage
 
-    services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+    rollups.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
 
     hours = UsageRollup.objects.filter(period="hour", flavor=H100).values_list(
         "start", "allocated_hours"
@@ -165,7 +165,7 @@ def test_samples_taken_at_another_cadence_are_integrated_at_theirs(cast, interva
     for hour in (10, 11, 12, 13):
         gpu(cast.team_b, at(hour), 50, namespace="team-b-ml")
 
-    services.rollup_usage(
+    rollups.rollup_usage(
         start=at(10),
         end=at(14),
         now=at(14),
@@ -178,7 +178,7 @@ def test_samples_taken_at_another_cadence_are_integrated_at_theirs(cast, interva
         (at(h), D(10), D("0.5")) for h in (10, 11, 12, 13)
     ]
 
-    services.rollup_usage(start=at(10), end=at(14), now=at(14))  # the configured cadence
+    rollups.rollup_usage(start=at(10), end=at(14), now=at(14))  # the configured cadence
     hours = UsageRollup.objects.filter(period="hour", flavor=H100).order_by("start")
     assert [(r.allocated_hours, r.used_hours) for r in hours] == [
         (D(10), D("0.166667")), (D(0), D("0.166667")), (D(10), D("0.166667")),
@@ -190,14 +190,14 @@ def test_a_collection_without_the_namespace_ends_its_previous_sample(cast, inter
     usage(cast.team_b, at(10), 10, namespace="team-b-ml")
     CapacitySnapshot.objects.create(taken_at=at(10, 6), resources={GPU: "100"})
 
-    services.rollup_usage(start=at(10), end=at(11), now=at(12))
+    rollups.rollup_usage(start=at(10), end=at(11), now=at(12))
 
     row = UsageRollup.objects.get(period="hour", flavor=H100)
     assert row.allocated_hours == D(1)  # 10 GPUs × 6 minutes
 
 
 def test_it_does_not_roll_up_the_current_hour(samples):
-    result = services.rollup_usage(start=at(10), end=at(14), now=at(11, 20))
+    result = rollups.rollup_usage(start=at(10), end=at(14), now=at(11, 20))
 
     assert (result.start, result.end) == (at(10), at(11))
     assert {r[0] for r in rows("hour")} == {at(10)}
@@ -226,7 +226,7 @@ def test_prune_keeps_what_retention_asks_for(cast, settings):
             node="gpu-1", hour=hour, reason="ts", count=3, last_seen_at=hour
         )
 
-    deleted = services.prune_samples(now)
+    deleted = rollups.prune_samples(now)
 
     assert deleted == {
         "usage_samples": 1,
@@ -290,7 +290,7 @@ def month_rows():
 
 
 def test_rollup_usage_also_writes_the_month_of_the_days_it_touched(samples):
-    result = services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+    result = rollups.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
 
     assert result.monthly == 3
     a, b = samples.team_a.pk, samples.team_b.pk
@@ -369,7 +369,7 @@ def test_monthly_buckets_are_the_sums_of_their_days_per_team(cast):
 
     _random_days(cast, random.Random(11))
 
-    written = services.rollup_months(
+    written = rollups.rollup_months(
         datetime(2025, 4, 30, tzinfo=UTC), datetime(2025, 6, 2, tzinfo=UTC)
     )
 
@@ -388,10 +388,10 @@ def test_recomputing_months_changes_nothing_and_only_touches_their_months(cast):
     import random
 
     _random_days(cast, random.Random(5))
-    services.rollup_months(datetime(2025, 4, 1, tzinfo=UTC), datetime(2025, 7, 1, tzinfo=UTC))
+    rollups.rollup_months(datetime(2025, 4, 1, tzinfo=UTC), datetime(2025, 7, 1, tzinfo=UTC))
     first = month_rows()
 
-    assert services.rollup_months(at(3), at(4)) == 6  # May only ("moving": 2 teams), the same
+    assert rollups.rollup_months(at(3), at(4)) == 6  # May only ("moving": 2 teams), the same
     assert month_rows() == first
     assert UsageRollup.objects.filter(period="month").count() == len(first)
 
@@ -399,17 +399,17 @@ def test_recomputing_months_changes_nothing_and_only_touches_their_months(cast):
     day = UsageRollup.objects.get(period="day", start=at(0, 0).replace(day=20), namespace="stray")
     day.allocated_hours += 1
     day.save()
-    services.rollup_months(at(0), at(1))
+    rollups.rollup_months(at(0), at(1))
     after = month_rows()
     changed = [(a, b) for a, b in zip(first, after, strict=True) if a != b]
     assert [(b[0], b[1], b[5] - a[5]) for a, b in changed] == [(at(0), "stray", D(1))]
 
 
 def test_running_the_rollup_twice_keeps_the_same_months(samples):
-    services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+    rollups.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
     first = (month_rows(), UsageRollup.objects.count())
 
-    services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+    rollups.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
 
     assert (month_rows(), UsageRollup.objects.count()) == first
 
@@ -421,7 +421,7 @@ def test_a_window_across_months_rolls_up_both_months(cast, intervals):
     usage(cast.team_a, end_of_april + timedelta(minutes=60), 2)
 
     hours = timedelta(hours=1)
-    result = services.rollup_usage(
+    result = rollups.rollup_usage(
         start=end_of_april, end=end_of_april + 2 * hours, now=end_of_april + 3 * hours
     )
 
@@ -435,7 +435,7 @@ def test_prune_keeps_monthly_rollups(cast):
     old = at(0) - timedelta(days=800)
     UsageRollup.objects.create(period="month", start=old, namespace="x", resource=GPU)
 
-    services.prune_samples(at(12))
+    rollups.prune_samples(at(12))
 
     assert UsageRollup.objects.filter(period="month").count() == 1
 

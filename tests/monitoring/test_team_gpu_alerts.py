@@ -1,4 +1,4 @@
-"""A team's current GPU alerts (monitoring.services.current_gpu_alerts) and the team page."""
+"""A team's current GPU alerts (monitoring.gpu_alerts.current_gpu_alerts) and the team page."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from monitoring.domain.gpu_alerts import tripping_readings
+from monitoring.gpu_alerts import current_gpu_alerts
 from monitoring.models import GpuSample
-from monitoring.services import current_gpu_alerts
 
 H100 = "NVIDIA H100 80GB HBM3"
 

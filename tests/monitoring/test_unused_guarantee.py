@@ -14,7 +14,7 @@ from decimal import Decimal
 import pytest
 from django.apps import apps
 
-from monitoring import chargeback, services
+from monitoring import chargeback, rollups
 from monitoring.models import UsageRollup, UsageSample
 from quotas.models import Namespace
 
@@ -51,7 +51,7 @@ def collected(cast, settings):
                 flavor=H100,
                 allocated=D(gpus),
             )
-    services.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
+    rollups.rollup_usage(start=at(10), end=at(12), now=at(12, 30))
     return cast
 
 

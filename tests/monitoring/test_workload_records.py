@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from monitoring import services
+from monitoring import collection
 from monitoring.models import Workload
 from scheduling.models import ShareComputation, ShareSnapshot
 from scheduling.shares import load_inputs
@@ -72,7 +72,7 @@ def fair_share(cast):
 
 
 def test_each_collection_records_its_workloads_with_reasons(cast, fair_share, cluster):
-    services.collect_usage(now=NOW, api_client=cluster.api_client())
+    collection.collect_usage(now=NOW, api_client=cluster.api_client())
 
     rows = {
         (w.namespace, w.name): w for w in Workload.objects.filter(taken_at=NOW).select_related()
@@ -111,7 +111,7 @@ def test_each_collection_records_its_workloads_with_reasons(cast, fair_share, cl
 
 
 def test_drf_demand_counts_whole_pending_gangs(cast, cluster):
-    services.collect_usage(now=NOW, api_client=cluster.api_client())
+    collection.collect_usage(now=NOW, api_client=cluster.api_client())
 
     team_a = load_inputs().teams["team-a"]
 
@@ -123,7 +123,7 @@ def test_drf_demand_counts_whole_pending_gangs(cast, cluster):
 def test_only_the_newest_collections_are_kept(cast, cluster, settings):
     settings.FAIRSHARE_WORKLOAD_COLLECTIONS = 2
     for minutes in range(3):
-        services.collect_usage(
+        collection.collect_usage(
             now=NOW + timedelta(minutes=minutes), api_client=cluster.api_client()
         )
 

@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from monitoring.collection import collect_usage
 from monitoring.models import Workload
-from monitoring.services import collect_usage
 from quotas.models import QuotaRequest, Team, TeamQuota
 from scheduling.services import compute_shares, what_if_for_request
 from scheduling.shares import load_inputs

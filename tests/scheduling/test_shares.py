@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from monitoring.collection import collect_usage
 from monitoring.models import CapacitySnapshot, UsageSample
-from monitoring.services import collect_usage
 from quotas.models import Namespace, Team, TeamQuota
 from scheduling.desired import split_quota
 from scheduling.domain.fairness import Tenant

@@ -9,7 +9,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from kube.errors import K8sError
-from monitoring import services
+from monitoring import collection
 from monitoring.collectors import k8s_usage
 from monitoring.exceptions import CollectorError
 
@@ -41,14 +41,14 @@ class Command(BaseCommand):
                 usage = k8s_usage.from_snapshot(snapshot, namespace_map, stats=stats, now=now)
                 source = f"snapshot:{snapshot}"[:64]
             else:
-                usage, source = services.observe_cluster(namespace_map, stats=stats, now=now)
+                usage, source = collection.observe_cluster(namespace_map, stats=stats, now=now)
         except (CollectorError, K8sError) as e:
             raise CommandError(str(e)) from e
         if print_json:
             self.stdout.write(json.dumps(usage.to_json_dict(), indent=2))
             return
         nodes = max(0, stats.get("nodes", 0) - len(usage.excluded_nodes))
-        snap, samples = services.store_usage(usage, now=now, source=source, nodes=nodes)
+        snap, samples = collection.store_usage(usage, now=now, source=source, nodes=nodes)
         self.stdout.write(
             f"Stored collection #{snap.pk} at {snap.taken_at:%Y-%m-%d %H:%M:%S} from {source}: "
             f"{samples} usage samples, {nodes} schedulable nodes, capacity "
@@ -57,7 +57,7 @@ class Command(BaseCommand):
 
     def _namespace_map(self, *, required: bool) -> dict[str, str]:
         try:
-            return services.namespace_teams()
+            return collection.namespace_teams()
         except DatabaseError as e:
             if required:
                 raise CommandError(f"cannot read namespaces from the database: {e}") from e

@@ -34,7 +34,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from kubernetes.utils import parse_quantity
 
-from monitoring import demo, services
+from monitoring import budgets, collection, demo, idle, rollups, units
 from monitoring.domain.aggregate import aggregate, cached_parser, parse_list_dump
 from monitoring.models import CapacitySnapshot, GpuSample
 from quotas.models import Namespace
@@ -79,7 +79,7 @@ class Command(BaseCommand):
         self.nodes, self.pods = nodes, pods
         self.gpus = demo.demo_gpus(nodes, pods)
         self.parse = cached_parser(parse_quantity)
-        self.teams = services.namespace_teams()
+        self.teams = collection.namespace_teams()
         self.team_ids = dict(Namespace.objects.values_list("name", "team_id"))
 
         now = timezone.now()
@@ -112,7 +112,7 @@ class Command(BaseCommand):
 
     def _history(self, start: datetime, now: datetime) -> dict[str, int]:
         counts = dict.fromkeys(("collections", "gpu_samples", "shares", "budget_alerts", "idle"), 0)
-        fine_from = max(start, services.floor_hour(now) - FINE_WINDOW)
+        fine_from = max(start, units.floor_hour(now) - FINE_WINDOW)
         # Coarse part, a day at a time: write, roll up with the coarse cadence, check budgets.
         day = start
         last_shares = None
@@ -127,28 +127,28 @@ class Command(BaseCommand):
                         last_shares = t
                 for t in _steps(max(_ceil(day, COARSE_GPU), self.resume_gpu), stop, COARSE_GPU):
                     counts["gpu_samples"] += self._gpu_samples(t, now)
-            services.rollup_usage(
-                start=services.floor_hour(day),
+            rollups.rollup_usage(
+                start=units.floor_hour(day),
                 end=stop,
                 now=stop,
                 collect_every=COARSE_COLLECT,
                 gpu_every=COARSE_GPU,
             )
-            counts["budget_alerts"] += len(services.check_budgets(now=stop))
+            counts["budget_alerts"] += len(budgets.check_budgets(now=stop))
             day = stop
         # Fine part: the configured cadence, so the live hourly rollups recompute it alike.
         with transaction.atomic():
-            for t in _steps(fine_from, now, services.collect_interval()):
+            for t in _steps(fine_from, now, units.collect_interval()):
                 self._collect(t, now)
                 counts["collections"] += 1
-            for t in _steps(max(fine_from, self.resume_gpu), now, services.gpu_agent_interval()):
+            for t in _steps(max(fine_from, self.resume_gpu), now, units.gpu_agent_interval()):
                 counts["gpu_samples"] += self._gpu_samples(t, now)
-        if fine_from < services.floor_hour(now):
-            services.rollup_usage(start=fine_from, end=services.floor_hour(now), now=now)
+        if fine_from < units.floor_hour(now):
+            rollups.rollup_usage(start=fine_from, end=units.floor_hour(now), now=now)
         counts["shares"] += self._shares(now)
-        counts["budget_alerts"] += len(services.check_budgets(now=now))
-        counts["idle"] = services.detect_idle_gpus(now=now).idle_gpus
-        services.prune_samples(now=now)
+        counts["budget_alerts"] += len(budgets.check_budgets(now=now))
+        counts["idle"] = idle.detect_idle_gpus(now=now).idle_gpus
+        rollups.prune_samples(now=now)
         return counts
 
     def _collect(self, t: datetime, end: datetime) -> None:
@@ -156,7 +156,7 @@ class Command(BaseCommand):
             self.nodes, demo.pods_at(self.pods, t, end=end), self.teams, parse_quantity=self.parse
         )
         schedulable = len(self.nodes) - len(usage.excluded_nodes)
-        services.store_usage(usage, now=t, source=SOURCE, nodes=schedulable)
+        collection.store_usage(usage, now=t, source=SOURCE, nodes=schedulable)
 
     def _gpu_samples(self, t: datetime, end: datetime) -> int:
         running = {
@@ -178,7 +178,7 @@ class Command(BaseCommand):
     # ------------------------------------------------------------ follow
 
     def _follow(self) -> None:
-        every = services.gpu_agent_interval()
+        every = units.gpu_agent_interval()
         self.stdout.write(f"Posting demo GPU samples every {every.total_seconds():g} s.")
         try:
             while True:
@@ -229,11 +229,11 @@ def _insert_gpu_samples(readings: list[demo.Reading], team_ids: dict[str, int]) 
 
 
 def _floor_day(t: datetime) -> datetime:
-    return services.floor_day(t)
+    return units.floor_day(t)
 
 
 def _ceil(t: datetime, step: timedelta) -> datetime:
-    floor = services.floor_hour(t)
+    floor = units.floor_hour(t)
     return floor if floor == t else floor + step
 
 
