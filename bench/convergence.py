@@ -70,8 +70,9 @@ from bench.sync import fresh_database, populate  # noqa: E402
 from kube.client import build_api_client, kind_info, request_json  # noqa: E402
 from kube.errors import K8sNotFound  # noqa: E402
 from monitoring.models import CapacitySnapshot  # noqa: E402
+from quotas.decisions import approve_request, submit_request  # noqa: E402
+from quotas.lines import LineInput  # noqa: E402
 from quotas.models import Membership, Namespace, Team, TeamQuota  # noqa: E402
-from quotas.services import LineInput, approve_request, submit_request  # noqa: E402
 from scheduling.choices import SyncStatus  # noqa: E402
 from scheduling.domain.render import LABEL_TEAM  # noqa: E402
 from scheduling.models import SyncRun  # noqa: E402

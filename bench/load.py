@@ -127,8 +127,9 @@ def seed(n_teams: int, n_users: int) -> Seed:
 
     from monitoring.models import CapacitySnapshot
     from quotas.choices import MembershipRole
+    from quotas.decisions import submit_request
+    from quotas.lines import LineInput
     from quotas.models import ApiToken, Membership, Namespace, PriorityTier, Team, TeamQuota
-    from quotas.services import LineInput, submit_request
     from quotas.tokens import issue_token
 
     call_command("migrate", verbosity=0)

@@ -68,9 +68,11 @@ from django.db import transaction  # noqa: E402
 from kube.apply import call_with_retry  # noqa: E402
 from kube.client import build_api_client  # noqa: E402
 from kube.errors import K8sError  # noqa: E402
+from quotas.decisions import approve_request, submit_request  # noqa: E402
+from quotas.direct import set_team_quota  # noqa: E402
 from quotas.exceptions import DomainError as QuotaDomainError  # noqa: E402
+from quotas.lines import LineInput  # noqa: E402
 from quotas.models import Namespace, Team, TeamQuota  # noqa: E402
-from quotas.services import LineInput, approve_request, set_team_quota, submit_request  # noqa: E402
 from quotas.signals import quota_changed  # noqa: E402
 from scheduling import services, sync  # noqa: E402
 from scheduling.choices import SyncAction, SyncStatus  # noqa: E402

@@ -704,7 +704,7 @@ def freeze_month(*, month: date, group_by: Sequence[str], actor, now=None) -> Ch
 
     Raises ChargebackError (month not over yet, bad grouping) or AlreadyFrozen.
     """
-    from quotas.services import audit
+    from quotas.changes import audit
 
     now = now or timezone.now()
     start, end = month_bounds(month)

@@ -13,10 +13,12 @@ from django.contrib import admin, messages
 from django.db import transaction
 from django.forms.models import model_to_dict
 
+from quotas import capacity_rule, changes, direct
 from quotas import members as member_services
-from quotas import services as quota_services
+from quotas.changes import notify_quota_changed
 from quotas.choices import AuditVerb
 from quotas.exceptions import QuotaExceeded
+from quotas.hierarchy import check_hierarchy
 from quotas.models import (
     ApiToken,
     AuditEvent,
@@ -31,7 +33,6 @@ from quotas.models import (
     TeamQuota,
 )
 from quotas.querysets import is_site_admin
-from quotas.services import check_hierarchy, notify_quota_changed
 from quotas.signals import quota_changed
 from quotas.tiers import KEEP, team_tier_notice, tier_value_notice
 
@@ -84,7 +85,7 @@ class AuditedAdmin:
         before = _state(current) if current is not None else None
         with transaction.atomic():
             super().save_model(request, obj, form, change)
-            quota_services.audit(
+            changes.audit(
                 actor=request.user,
                 verb=AuditVerb.UPDATE if change else AuditVerb.CREATE,
                 obj=obj,
@@ -96,7 +97,7 @@ class AuditedAdmin:
 
     def delete_model(self, request, obj):
         with transaction.atomic():
-            quota_services.audit(
+            changes.audit(
                 actor=request.user,
                 verb=AuditVerb.DELETE,
                 obj=obj,
@@ -109,7 +110,7 @@ class AuditedAdmin:
     def delete_queryset(self, request, queryset):
         with transaction.atomic():
             for obj in queryset:
-                quota_services.audit(
+                changes.audit(
                     actor=request.user,
                     verb=AuditVerb.DELETE,
                     obj=obj,
@@ -206,7 +207,7 @@ class TeamQuotaForm(forms.ModelForm):
         if team is not None and team.pk and resource and "guarantee" in data:
             check_hierarchy({(team.pk, resource): (data["guarantee"], data.get("limit"))})
             try:
-                quota_services.check_capacity({(team.pk, resource): data["guarantee"]})
+                capacity_rule.check_capacity({(team.pk, resource): data["guarantee"]})
             except QuotaExceeded as e:
                 raise forms.ValidationError({"guarantee": str(e)}) from None
         return data
@@ -376,7 +377,7 @@ class TeamQuotaAdmin(SiteAdminOnly, SyncsTheCluster, AuditedAdmin, admin.ModelAd
         return ["team", "resource"] if obj is not None else []
 
     def save_model(self, request, obj, form, change):
-        saved = quota_services.set_team_quota(
+        saved = direct.set_team_quota(
             obj.team, obj.resource, guarantee=obj.guarantee, limit=obj.limit, actor=request.user
         )
         obj.pk = saved.pk

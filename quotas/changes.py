@@ -1,9 +1,9 @@
 """Recording a change: the AuditEvent every change of the tenancy model writes, and the
 ``quota_changed`` signal sent after commit for the teams it touched.
 
-Below ``services`` and ``transitions`` (both record changes; services also reads the
-transitions' render overrides), so neither has to import the other to write an audit row.
-``quotas.services`` re-exports these names for its callers.
+Below every module that changes the model (``decisions``, ``grants``, ``direct``, ``members``,
+``transitions``, ...), so none has to import another to write an audit row; ``quota_state`` is
+the before/after every quota change records.
 """
 
 from __future__ import annotations
@@ -11,13 +11,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from contextlib import contextmanager
+from decimal import Decimal
 
 from django.db import transaction
 
 from quotas.models import AuditEvent, QuotaRequest, Team
+from quotas.quantities import format_quantity
 from quotas.signals import quota_changed
 
-__all__ = ["audit", "coalesced_quota_changes", "notify_quota_changed"]
+__all__ = [
+    "audit",
+    "coalesced_quota_changes",
+    "notify_quota_changed",
+    "quantity_text",
+    "quota_state",
+]
 
 
 def audit(
@@ -84,3 +92,19 @@ def _send_quota_changed(team_ids: list[int], reason: str, request_ids: list[int]
             sender=QuotaRequest, team_ids=team_ids, reason=reason, request_ids=request_ids
         )
     )
+
+
+def quantity_text(value: Decimal | None, resource: str) -> str | None:
+    """An amount as the audit trail writes it (``format_quantity``), ``None`` for no amount."""
+    return None if value is None else format_quantity(value, resource)
+
+
+def quota_state(team: Team) -> dict[str, dict[str, str | None]]:
+    """The team's quotas as JSON-ready {resource: {guarantee, limit}} (audit before/after)."""
+    return {
+        q.resource: {
+            "guarantee": quantity_text(q.guarantee, q.resource),
+            "limit": quantity_text(q.limit, q.resource),
+        }
+        for q in team.quotas.all()
+    }

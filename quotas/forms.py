@@ -14,9 +14,9 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from quotas.choices import MembershipRole
+from quotas.lines import LineInput
 from quotas.models import QuotaRequest, QuotaRequestLine
 from quotas.quantities import GPU, format_quantity, parse_quantity, validate_resource_name
-from quotas.services import LineInput
 
 __all__ = [
     "REBALANCE_RESOURCES",

@@ -13,11 +13,11 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from quotas.changes import audit
 from quotas.choices import AuditVerb, MembershipRole
 from quotas.exceptions import InvalidTransition, PermissionDenied
 from quotas.models import Membership, Team
 from quotas.querysets import is_site_admin
-from quotas.services import audit
 from quotas.signals import membership_changed
 
 __all__ = ["add_member", "change_role", "remove_member"]

@@ -18,20 +18,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from quotas import notify
+from quotas.capacity_rule import capacity_lock, check_capacity
+from quotas.changes import audit, coalesced_quota_changes, notify_quota_changed
 from quotas.choices import AuditVerb
+from quotas.direct import set_team_quota
 from quotas.exceptions import PermissionDenied
+from quotas.hierarchy import new_hierarchy_problems
 from quotas.models import PriorityTier, Team, TeamQuota
 from quotas.quantities import format_quantity, parse_quantity
 from quotas.querysets import is_site_admin
-from quotas.services import (
-    audit,
-    capacity_lock,
-    check_capacity,
-    coalesced_quota_changes,
-    new_hierarchy_problems,
-    notify_quota_changed,
-    set_team_quota,
-)
 
 __all__ = ["RebalanceResult", "rebalance"]
 

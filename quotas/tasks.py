@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from quotas import services
+from quotas import grants
 
 
 @shared_task(name="quotas.tasks.expire_temporary_quota")
 def expire_temporary_quota() -> dict:
     """Open and close temporary grants' windows (beat, every minute). Idempotent."""
-    result = services.expire_temporary_quota()
+    result = grants.expire_temporary_quota()
     return {"activated": result.activated, "expired": result.expired, "failed": result.failed}
 
 
@@ -18,7 +18,7 @@ def expire_temporary_quota() -> dict:
 def remind_ending_grants() -> dict:
     """Remind teams of temporary grants ending within FAIRSHARE_GRANT_REMINDER_DAYS (beat,
     hourly). Idempotent: one reminder per grant."""
-    return {"reminded": services.remind_ending_grants()}
+    return {"reminded": grants.remind_ending_grants()}
 
 
 @shared_task(name="quotas.tasks.ping")

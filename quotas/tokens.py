@@ -66,7 +66,7 @@ def issue_token(
     """Create a token. Users create personal tokens for themselves; only admins create service
     and node-agent tokens; nobody creates one while authenticated by a token (``via_token``).
     Raises PermissionDenied or ValidationError (field-keyed)."""
-    from quotas.services import audit
+    from quotas.changes import audit
 
     if via_token is not None:
         raise PermissionDenied(
@@ -192,7 +192,7 @@ def authenticate_token(raw: str, *, now: datetime | None = None) -> ApiToken | N
 
 def revoke_token(token_id: int, *, actor) -> ApiToken:
     """Revoke a token: its owner or a site admin may. Idempotent."""
-    from quotas.services import audit
+    from quotas.changes import audit
 
     with transaction.atomic():
         token = ApiToken.objects.select_for_update().get(pk=token_id)

@@ -18,9 +18,9 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from quotas.changes import audit, notify_quota_changed
 from quotas.choices import AuditVerb
 from quotas.models import Namespace, Team
-from quotas.services import audit, notify_quota_changed
 from scheduling.desired import build_cluster_spec, sync_scope
 from scheduling.domain.render import render
 

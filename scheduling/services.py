@@ -20,10 +20,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from quotas.capacity_rule import committed_guarantees, usable_capacity
 from quotas.domain.quantity import is_byte_resource
+from quotas.hierarchy import new_hierarchy_problems
 from quotas.models import QuotaRequest
 from quotas.quantities import format_quantity, is_integral_resource, parse_quantity
-from quotas.services import committed_guarantees, new_hierarchy_problems, usable_capacity
 from scheduling.domain.fairness import Allocation, ProblemError, dominant_share, solve
 from scheduling.health import share_failed
 from scheduling.models import ShareComputation, ShareFailure, ShareSnapshot
@@ -314,7 +315,7 @@ class Flag:
     evict, ``namespaces`` lists where workloads keep running over quota, largest first),
     ``guarantees-scaled`` (guarantees over the raw capacity: scaled down to solve),
     ``hierarchy`` (a department's limit under its teams' guarantees or limits: approval would be
-    refused, ``quotas.services.check_hierarchy``), ``above-demand`` (a new limit above what the
+    refused, ``quotas.hierarchy.check_hierarchy``), ``above-demand`` (a new limit above what the
     team's workloads want now: today's allocation moves only up to that).
     """
 
@@ -461,7 +462,7 @@ def what_if(
     1. read the inputs once; solve them as they are and with the changes;
     2. compare every team's fair allocation (delta per resource, who loses how much);
     3. flag guarantees over usable capacity (only resources whose guarantee the changes set,
-       counted as approval counts them: ``quotas.services.committed_guarantees``, excluding
+       counted as approval counts them: ``quotas.capacity_rule.committed_guarantees``, excluding
        ``exclude_request``), new limits below current allocated usage (with the namespaces
        holding it), and guarantees scaled down to fit the raw capacity.
 
@@ -601,7 +602,7 @@ def what_if(
 
 
 def _hierarchy_flags(changes: Mapping[str, Mapping], after: Problem) -> list[Flag]:
-    """The hierarchy rules (``quotas.services.check_hierarchy``) the changes would break: a
+    """The hierarchy rules (``quotas.hierarchy.check_hierarchy``) the changes would break: a
     warning in the requester's preview, a refusal at approval. One query per call plus two."""
     quotas = {}
     for slug, change in changes.items():

@@ -10,7 +10,7 @@ How each tenant is built (docs/drf.md has a worked example):
 
 * one tenant per active team, named by slug; weight from ``Team.weight``; ``parent`` is the parent
   team's slug when that parent is active too (otherwise the team is a root, as in
-  ``quotas.services.committed_guarantees``);
+  ``quotas.capacity_rule.committed_guarantees``);
 * guarantee and limit from ``TeamQuota``; a quota row without a limit means no ceiling for that
   resource, a team without any limited resource has ``limit=None``;
 * usage is the latest collection (the most recent ``UsageSample.taken_at``): per team, the sum over

@@ -1189,7 +1189,7 @@ def _record(
     phases: _Phases | None = None,
 ) -> SyncRun:
     """Write items, counters, status and the audit event in one transaction."""
-    from quotas.services import audit
+    from quotas.changes import audit
 
     counts = Counter(o.action for o in outcomes)
     drift = sum(1 for o in outcomes if o.drift)

@@ -19,7 +19,7 @@ from portal.forms import BulkRejectForm, QueueFilterForm
 from portal.previews import present_whatif, request_preview, with_overlaps
 from portal.views.common import require_admin, safe_next
 from portal.views.requests import detail_context, invalid_fields, visible_request
-from quotas import services as quota_services
+from quotas import decisions
 from quotas.choices import QuotaRequestStatus
 from quotas.exceptions import (
     InvalidTransition,
@@ -98,7 +98,7 @@ def approval_bulk_reject(request):
             messages.error(request, f"{label}: {' '.join(errors)}")
         return redirect(back)
     try:
-        rejected = quota_services.reject_requests(
+        rejected = decisions.reject_requests(
             form.cleaned_data["requests"], approver=request.user, note=form.cleaned_data["note"]
         )
     except (InvalidTransition, SelfDecisionRefused) as e:
@@ -173,7 +173,7 @@ def quotarequest_decide(request, pk: int):
         try:
             if decision == "approve":
                 adjustments = form.adjustments()
-                decided = quota_services.approve_request(
+                decided = decisions.approve_request(
                     quota_request.pk,
                     approver=request.user,
                     note=note,
@@ -181,7 +181,7 @@ def quotarequest_decide(request, pk: int):
                     preview=request_preview(quota_request, adjustments),
                 )
             else:
-                decided = quota_services.reject_request(
+                decided = decisions.reject_request(
                     quota_request.pk, approver=request.user, note=note
                 )
         except QuotaExceeded as e:

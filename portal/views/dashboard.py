@@ -19,7 +19,7 @@ from monitoring.models import CapacitySnapshot, IdleGpuAlert
 from monitoring.usage import current_usage
 from monitoring.workloads import dashboard_waiting_context
 from portal.previews import decimal_or_zero
-from quotas import services as quota_services
+from quotas import capacity_rule
 from quotas.choices import QuotaRequestStatus
 from quotas.display import shown as displayed
 from quotas.display import shown_amounts, team_tree
@@ -142,9 +142,9 @@ def home(request):
     capacity_rows = []
     if capacity is not None:
         amounts = capacity.amounts()
-        usable = quota_services.usable_capacity(amounts)
+        usable = capacity_rule.usable_capacity(amounts)
         # Cluster-wide guarantee totals are for the approvers (three queries).
-        committed = quota_services.committed_guarantees() if admin else {}
+        committed = capacity_rule.committed_guarantees() if admin else {}
         for resource, amount in shown_amounts(amounts):
             capacity_rows.append(
                 {

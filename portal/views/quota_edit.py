@@ -1,5 +1,5 @@
 """Setting a team's guarantees and limits directly (site admins), with the request form's live
-preview and the rules of an approval (``quotas.services.set_team_quotas``)."""
+preview and the rules of an approval (``quotas.direct.set_team_quotas``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from portal.forms import NoteForm
 from portal.previews import fresh_whatif
 from portal.views.common import require_admin
 from portal.views.requests import resource_names
-from quotas import services as quota_services
+from quotas import direct
 from quotas.exceptions import PermissionDenied, QuotaExceeded
 from quotas.forms import QuotaLineFormSet, add_service_errors
 from quotas.models import Team
@@ -61,7 +61,7 @@ def quota_edit(request, slug: str):
             form.add_error(None, "Change at least one amount, or add a resource.")
         else:
             try:
-                quota_services.set_team_quotas(
+                direct.set_team_quotas(
                     team, lines, actor=request.user, note=form.cleaned_data["note"]
                 )
             except QuotaExceeded as e:

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from monitoring.models import CapacitySnapshot
 from portal.forms import NoteForm
 from portal.previews import fresh_whatif, present_whatif, request_preview, with_overlaps
-from quotas import services as quota_services
+from quotas import decisions, grants
 from quotas.access import get_team_for_user
 from quotas.choices import QuotaRequestStatus
 from quotas.exceptions import (
@@ -101,7 +101,7 @@ def quotarequest_create(request, slug: str):
             form.add_error(None, "Change at least one amount, or add a resource.")
         else:
             try:
-                quota_request = quota_services.submit_request(
+                quota_request = decisions.submit_request(
                     team=team,
                     requester=request.user,
                     lines=lines,
@@ -300,7 +300,7 @@ def quotarequest_detail(request, pk: int):
 def quotarequest_withdraw(request, pk: int):
     quota_request = visible_request(request.user, pk)
     try:
-        quota_request = quota_services.withdraw_request(quota_request.pk, actor=request.user)
+        quota_request = decisions.withdraw_request(quota_request.pk, actor=request.user)
     except PermissionDenied as e:
         raise HttpForbidden(str(e)) from e
     except InvalidTransition as e:
@@ -327,9 +327,7 @@ def quotarequest_end(request, pk: int):
     form = NoteForm(request.POST, prefix="end")
     note = form.cleaned_data["note"] if form.is_valid() else ""
     try:
-        quota_request = quota_services.end_temporary_grant(
-            quota_request.pk, actor=request.user, note=note
-        )
+        quota_request = grants.end_temporary_grant(quota_request.pk, actor=request.user, note=note)
     except PermissionDenied as e:
         raise HttpForbidden(str(e)) from e
     except InvalidTransition as e:

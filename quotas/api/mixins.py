@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.forms.models import model_to_dict
 
+from quotas.changes import audit
 from quotas.choices import AuditVerb
-from quotas.services import audit
 
 
 def _state(instance) -> dict:

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from config.api import StrictCharField, StrictModelSerializer
 from quotas.api.fields import DepartmentField, QuantityField, VisibleTeamField
+from quotas.hierarchy import check_hierarchy
 from quotas.models import (
     ApiToken,
     AuditEvent,
@@ -19,7 +20,6 @@ from quotas.models import (
     TeamQuota,
     Transition,
 )
-from quotas.services import check_hierarchy
 from quotas.tiers import KEEP
 from quotas.tokens import SCOPES
 

@@ -14,7 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from config.api import ConditionalRetrieveMixin
-from quotas import members, services, tokens, transitions
+from quotas import decisions, direct, members, tokens, transitions
 from quotas.api import filtersets, serializers
 from quotas.api.authentication import token_of
 from quotas.api.mixins import AuditedWriteMixin, WarningsMixin
@@ -155,7 +155,7 @@ class TeamQuotaViewSet(ConditionalRetrieveMixin, viewsets.ModelViewSet):
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = services.set_team_quota(
+        serializer.instance = direct.set_team_quota(
             data["team"],
             data["resource"],
             guarantee=data["guarantee"],
@@ -166,7 +166,7 @@ class TeamQuotaViewSet(ConditionalRetrieveMixin, viewsets.ModelViewSet):
 
     def perform_update(self, serializer):
         quota, data = serializer.instance, serializer.validated_data
-        serializer.instance = services.set_team_quota(
+        serializer.instance = direct.set_team_quota(
             quota.team,
             quota.resource,
             guarantee=data.get("guarantee", quota.guarantee),
@@ -210,7 +210,7 @@ class QuotaRequestViewSet(
     viewsets.GenericViewSet,
 ):
     """Quota requests: leads submit and withdraw, site admins approve (optionally adjusted) or
-    reject. Every transition goes through quotas.services."""
+    reject. Every transition goes through quotas.decisions."""
 
     queryset = QuotaRequest.objects.select_related("team", "requester", "decided_by")
     serializer_class = serializers.QuotaRequestSerializer
@@ -222,7 +222,7 @@ class QuotaRequestViewSet(
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = services.submit_request(
+        serializer.instance = decisions.submit_request(
             team=data["team"],
             requester=self.request.user,
             lines=[
@@ -246,7 +246,7 @@ class QuotaRequestViewSet(
     def withdraw(self, request, pk=None):
         """Withdraw a pending request (its requester, the team's leads or admins)."""
         obj = self.get_object()
-        return self._answer(services.withdraw_request(obj.pk, actor=request.user))
+        return self._answer(decisions.withdraw_request(obj.pk, actor=request.user))
 
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
@@ -259,7 +259,7 @@ class QuotaRequestViewSet(
             resource: (amounts["guarantee"], amounts["limit"])
             for resource, amounts in body.validated_data["adjustments"].items()
         }
-        approved = services.approve_request(
+        approved = decisions.approve_request(
             obj.pk,
             approver=request.user,
             note=body.validated_data["note"],
@@ -274,7 +274,9 @@ class QuotaRequestViewSet(
         body = serializers.RejectSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return self._answer(
-            services.reject_request(obj.pk, approver=request.user, note=body.validated_data["note"])
+            decisions.reject_request(
+                obj.pk, approver=request.user, note=body.validated_data["note"]
+            )
         )
 
 

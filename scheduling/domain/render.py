@@ -64,11 +64,11 @@ field that disappears from the desired state is still noticed and cleared by the
 Hierarchy (see :func:`queue_amounts`): a department's Queue ``guarantee`` is **derived**:
 max(its own guarantee, Σ its children's Queue guarantees), per resource, so Volcano's rule
 "Σ children's guarantee ≤ parent's guarantee" always holds (the capacity check in
-``quotas.services.committed_guarantees`` counts a department the same way). ``deserved`` is
+``quotas.capacity_rule.committed_guarantees`` counts a department the same way). ``deserved`` is
 fitted so that guarantee ≤ deserved ≤ capability on every Queue and Σ children's deserved ≤ the
 parent's deserved. What cannot be fitted — a child's limit over its nearest ancestor's limit, or
 a department whose derived guarantee exceeds its limit — is refused where changes enter
-(``quotas.services``) and raises ValueError here.
+(``quotas.hierarchy``) and raises ValueError here.
 
 Inactive teams render nothing, and neither do their descendants: deactivating a department
 takes its subtree with it (a child Queue cannot point at a parent that no longer exists).

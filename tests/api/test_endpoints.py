@@ -18,8 +18,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from monitoring.models import GpuSample, UsageRollup, UsageSample
+from quotas.decisions import submit_request
 from quotas.models import Budget, Membership, Namespace, QuotaRequest, Team, TeamQuota
-from quotas.services import submit_request
 from scheduling.models import ShareComputation, ShareSnapshot
 from tests.base import GPU
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from quotas.decisions import submit_request
 from quotas.models import TeamQuota
-from quotas.services import submit_request
 from tests.base import GPU
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from quotas import services
+from quotas import decisions, lines
 from quotas.choices import QuotaRequestStatus
 from quotas.models import ApiToken, TeamQuota
 from quotas.tokens import authenticate_token
@@ -95,14 +95,14 @@ def test_an_admin_sets_a_limit_directly_with_the_preview(page, app):
 
 def test_a_lead_ends_a_temporary_grant_early(page, app):
     cast = make_cast()
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[services.LineInput(GPU, "30", "50")],
+        lines=[lines.LineInput(GPU, "30", "50")],
         justification="A week of sweeps.",
         window_end=timezone.now() + timedelta(days=7),
     )
-    request = services.approve_request(request.pk, approver=cast.root)
+    request = decisions.approve_request(request.pk, approver=cast.root)
     assert request.status == QuotaRequestStatus.ACTIVE
     assert gpu_quota(cast.team_a) == (Decimal(30), Decimal(50))
 

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from monitoring.models import UsageSample
-from quotas import services
+from quotas import decisions, lines
 from quotas.choices import QuotaRequestStatus
 from quotas.models import QuotaRequest, Team, TeamQuota
 from scheduling.exceptions import ShareProblemError
@@ -68,10 +68,10 @@ def test_a_failed_computation_shows_a_banner_in_plain_words(page, app):
     TeamQuota.objects.create(team=cast.dept, resource=GPU, guarantee=0, limit=40)
     with pytest.raises(ShareProblemError):
         compute_shares(trigger="test")
-    services.submit_request(
+    decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[services.LineInput(GPU, "25", "40")],
+        lines=[lines.LineInput(GPU, "25", "40")],
         justification="more",
     )
     why = "dept-x's limit is 40 GPUs, but its teams are guaranteed 50 GPUs."
@@ -147,10 +147,10 @@ def test_overlapping_requests_are_flagged_and_a_decision_updates_the_other(page,
     cast = make_cast()
     compute_shares(trigger="test")
     now = timezone.now()
-    first = services.submit_request(
+    first = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[services.LineInput(GPU, "25", "40")],
+        lines=[lines.LineInput(GPU, "25", "40")],
         justification="first",
         window_start=now,
         window_end=now + timedelta(days=14),

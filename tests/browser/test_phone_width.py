@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from quotas import services
+from quotas import decisions, lines
 from quotas.models import QuotaRequest
 from scheduling.services import compute_shares
 from scheduling.sync import create_run, run_sync
@@ -48,10 +48,10 @@ def world(app):
     cast = make_cast()
     seed_usage(cast)
     compute_shares(trigger="test")
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[services.LineInput(GPU, "24", "40"), services.LineInput("cpu", "64", "128")],
+        lines=[lines.LineInput(GPU, "24", "40"), lines.LineInput("cpu", "64", "128")],
         justification=f"Training runs for the spring models, see {LINK}",
     )
     run_sync(create_run(trigger="test").pk)

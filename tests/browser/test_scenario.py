@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from monitoring.models import RateCard, UsageRollup, UsageSample
 from quotas.choices import QuotaRequestStatus
+from quotas.grants import expire_temporary_quota
 from quotas.models import QuotaRequest, TeamQuota
-from quotas.services import expire_temporary_quota
 from scheduling.choices import SyncStatus
 from scheduling.models import SyncRun
 from scheduling.services import compute_shares

@@ -21,6 +21,8 @@ from monitoring.models import (
     UsageRollup,
     UsageSample,
 )
+from quotas.decisions import submit_request
+from quotas.lines import LineInput
 from quotas.models import (
     ApiToken,
     AuditEvent,
@@ -30,7 +32,6 @@ from quotas.models import (
     QuotaRequest,
     TeamQuota,
 )
-from quotas.services import LineInput, submit_request
 from quotas.tokens import issue_token
 from scheduling.models import ShareComputation, ShareSnapshot, SyncItem, SyncRun
 from tests.base import GPU, Cast

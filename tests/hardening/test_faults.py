@@ -33,8 +33,9 @@ from django.test import Client
 from django.urls import reverse
 
 from quotas.choices import AuditVerb, QuotaRequestStatus
+from quotas.decisions import submit_request
+from quotas.lines import LineInput
 from quotas.models import AuditEvent, QuotaRequest, TeamQuota
-from quotas.services import LineInput, submit_request
 from quotas.tokens import issue_token
 from scheduling import tasks
 from scheduling.choices import SyncStatus

@@ -19,7 +19,7 @@ from django.test import Client
 from django.urls import reverse
 
 from monitoring.models import GpuSample, RateCard, UsageRollup
-from quotas import services as quota_services
+from quotas import decisions, lines
 from quotas.models import AuditEvent, Budget, QuotaRequest, Team, TeamQuota
 from quotas.signals import quota_changed
 from tests.base import GPU, PASSWORD
@@ -360,19 +360,19 @@ IMG = '"><img src=x onerror=alert(1)>'
 def _hostile_world(world):
     cast = world.cast
     Team.objects.filter(pk=cast.team_a.pk).update(name=SCRIPT, cost_center=IMG)
-    req = quota_services.submit_request(
+    req = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[quota_services.LineInput(GPU, "30", "50")],
+        lines=[lines.LineInput(GPU, "30", "50")],
         justification=f"{IMG} {SCRIPT}",
     )
-    rejected = quota_services.submit_request(
+    rejected = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[quota_services.LineInput(GPU, "22", "44")],
+        lines=[lines.LineInput(GPU, "22", "44")],
         justification="second",
     )
-    quota_services.reject_request(rejected.pk, approver=cast.root, note=f"No: {SCRIPT}")
+    decisions.reject_request(rejected.pk, approver=cast.root, note=f"No: {SCRIPT}")
     UsageRollup.objects.create(
         period="day",
         start=datetime(2025, 5, 2, tzinfo=UTC),

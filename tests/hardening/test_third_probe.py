@@ -111,7 +111,8 @@ def test_a_preview_names_no_department_its_limit_or_sibling_guarantees(cast, dep
 @pytest.mark.parametrize("who", ["alice", "bob", "vic"])
 def test_a_stored_preview_on_the_request_page_hides_the_department(cast, dept_limit, who):
     from portal.previews import request_preview
-    from quotas.services import LineInput, submit_request
+    from quotas.decisions import submit_request
+    from quotas.lines import LineInput
     from tests.base import GPU
 
     request = submit_request(
@@ -229,8 +230,8 @@ def _admin(cast) -> Client:
 
 
 def test_the_admin_cannot_delete_audit_events(cast):
+    from quotas.changes import audit
     from quotas.models import AuditEvent
-    from quotas.services import audit
 
     event = audit(actor=cast.root, verb="update", obj=cast.team_a, team=cast.team_a)
     client = _admin(cast)
@@ -294,8 +295,9 @@ def test_the_admin_revokes_tokens_through_the_service(cast):
 
 
 def test_the_admin_cannot_decide_a_request(cast):
+    from quotas.decisions import submit_request
+    from quotas.lines import LineInput
     from quotas.models import QuotaRequest
-    from quotas.services import LineInput, submit_request
     from tests.base import GPU
 
     request = submit_request(
@@ -380,8 +382,9 @@ def test_approving_a_grant_whose_window_opens_later_checks_the_department_limit(
 
     from django.core.exceptions import ValidationError
 
+    from quotas.decisions import approve_request, submit_request
+    from quotas.lines import LineInput
     from quotas.models import AuditEvent, QuotaRequest
-    from quotas.services import LineInput, approve_request, submit_request
     from tests.base import GPU
 
     now = timezone.now()
@@ -415,7 +418,8 @@ def test_approving_a_grant_whose_window_opens_later_checks_the_department_limit(
 
 @pytest.mark.parametrize(("who", "sees"), [("alice", True), ("bob", False), ("vic", False)])
 def test_only_leads_and_admins_see_the_audit_before_and_after_on_a_request(cast, who, sees):
-    from quotas.services import LineInput, submit_request
+    from quotas.decisions import submit_request
+    from quotas.lines import LineInput
     from tests.base import GPU
 
     request = submit_request(
@@ -505,7 +509,8 @@ def test_previews_are_bounded_per_person_and_at_once(cast, settings, monkeypatch
     # The page of a pending request computes its preview under the same allowance.
     settings.FAIRSHARE_PREVIEW_RATE_PER_MINUTE = 1
     cache.clear()
-    from quotas.services import LineInput, submit_request
+    from quotas.decisions import submit_request
+    from quotas.lines import LineInput
 
     request = submit_request(
         team=cast.team_a, requester=cast.alice, lines=[LineInput(GPU, "1", "40")], justification="x"

@@ -44,7 +44,7 @@ from django.urls import reverse
 from monitoring import budgets, chargeback, rollups
 from monitoring.domain.chargeback import COLUMN_DEFINITIONS, CSV_COLUMNS
 from monitoring.models import GpuSample, RateCard, UsageSample
-from quotas import services as quota_services
+from quotas import decisions, grants
 from quotas.models import Budget, Namespace, TeamQuota
 
 pytestmark = pytest.mark.django_db
@@ -158,7 +158,7 @@ def world(cast, settings):
         _gpu(f"GPU-a{i}", a, "team-a-ml", 50, H0, END)
     _gpu("GPU-b0", b, "team-b-ml", 100, H0, H1)
 
-    grant = quota_services.submit_request(
+    grant = decisions.submit_request(
         team=b,
         requester=cast.charlie,
         lines=[{"resource": GPU, "guarantee": "6", "limit": "60"}],
@@ -167,13 +167,13 @@ def world(cast, settings):
         window_end=H2,
         now=H0 - timedelta(hours=1),
     )
-    quota_services.approve_request(grant.pk, approver=cast.root, now=H0 - timedelta(hours=1))
+    decisions.approve_request(grant.pk, approver=cast.root, now=H0 - timedelta(hours=1))
 
     # Hour by hour, as the hourly job does, with the grant opened and closed on time.
     for hour in (H0, H1, H2):
-        quota_services.expire_temporary_quota(now=hour)
+        grants.expire_temporary_quota(now=hour)
         rollups.rollup_usage(start=hour, end=hour + timedelta(hours=1), now=NOW)
-    quota_services.expire_temporary_quota(now=END)
+    grants.expire_temporary_quota(now=END)
     return cast
 
 

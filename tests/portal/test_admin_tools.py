@@ -10,10 +10,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from quotas import services
+from quotas import decisions
 from quotas.choices import QuotaRequestStatus
+from quotas.lines import LineInput
 from quotas.models import ApiToken, TeamQuota
-from quotas.services import LineInput
 from quotas.tokens import authenticate_token
 from tests.base import GPU
 
@@ -109,14 +109,14 @@ def test_leads_cannot_set_a_quota_directly(client, cast, who):
 
 
 def active_grant(cast, team=None, requester=None):
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=team or cast.team_a,
         requester=requester or cast.alice,
         lines=[LineInput(GPU, "30", "50")],
         justification="Sweeps.",
         window_end=timezone.now() + timedelta(days=3),
     )
-    return services.approve_request(request.pk, approver=cast.root)
+    return decisions.approve_request(request.pk, approver=cast.root)
 
 
 def test_the_lead_ends_the_teams_grant_from_its_page(client, cast):

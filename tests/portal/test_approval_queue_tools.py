@@ -8,11 +8,11 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from quotas import services
+from quotas import decisions
 from quotas.choices import AuditVerb, QuotaRequestStatus
 from quotas.exceptions import InvalidTransition, PermissionDenied
+from quotas.lines import LineInput
 from quotas.models import AuditEvent, QuotaRequest, Team
-from quotas.services import LineInput
 from tests.base import GPU
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +27,7 @@ def queue(cast):
     now = timezone.now()
 
     def submit(team, requester, resource, age_days, **window):
-        request = services.submit_request(
+        request = decisions.submit_request(
             team=team,
             requester=requester,
             lines=[LineInput(resource, "25", "45")],
@@ -104,7 +104,7 @@ def test_bulk_reject_needs_a_reason_and_a_pending_choice(client, cast, queue):
     url = reverse("portal:approval_bulk_reject")
     no_reason = client.post(url, {"bulk-requests": [queue["a"].pk], "bulk-note": ""}, follow=True)
     assert "Reason" in no_reason.content.decode()
-    services.withdraw_request(queue["b"].pk, actor=cast.charlie)
+    decisions.withdraw_request(queue["b"].pk, actor=cast.charlie)
     stale = client.post(
         url, {"bulk-requests": [queue["a"].pk, queue["b"].pk], "bulk-note": "No."}, follow=True
     )
@@ -113,9 +113,9 @@ def test_bulk_reject_needs_a_reason_and_a_pending_choice(client, cast, queue):
 
 
 def test_the_service_rejects_all_or_none(cast, queue):
-    services.withdraw_request(queue["b"].pk, actor=cast.charlie)
+    decisions.withdraw_request(queue["b"].pk, actor=cast.charlie)
     with pytest.raises(InvalidTransition):
-        services.reject_requests(
+        decisions.reject_requests(
             [queue["a"].pk, queue["b"].pk, queue["c"].pk], approver=cast.root, note="No."
         )
     assert QuotaRequest.objects.get(pk=queue["a"].pk).status == QuotaRequestStatus.PENDING
@@ -126,7 +126,7 @@ def test_the_service_rejects_all_or_none(cast, queue):
 @pytest.mark.parametrize("who", ["alice", "dora"])
 def test_leads_cannot_bulk_reject(client, cast, queue, who):
     with pytest.raises(PermissionDenied):
-        services.reject_requests([queue["a"].pk], approver=getattr(cast, who), note="No.")
+        decisions.reject_requests([queue["a"].pk], approver=getattr(cast, who), note="No.")
     client.force_login(getattr(cast, who))
     response = client.post(
         reverse("portal:approval_bulk_reject"),

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from monitoring.models import UsageSample
-from quotas import services
+from quotas import decisions, lines
 from scheduling.services import compute_shares
 from tests.base import GPU
 
@@ -67,10 +67,10 @@ def test_the_live_preview_names_the_invalid_fields(client, cast):
 
 def test_the_queue_flags_overlapping_requests(client, cast):
     first, second = (
-        services.submit_request(
+        decisions.submit_request(
             team=cast.team_a,
             requester=cast.alice,
-            lines=[services.LineInput(GPU, g, "40")],
+            lines=[lines.LineInput(GPU, g, "40")],
             justification="more",
         )
         for g in ("25", "28")

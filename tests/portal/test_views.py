@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from monitoring.models import IdleGpuAlert, UsageRollup, UsageSample
-from quotas import services as quota_services
+from quotas import decisions, lines
 from quotas.choices import AuditVerb, MembershipRole, QuotaRequestStatus
 from quotas.exceptions import PermissionDenied
 from quotas.models import AuditEvent, Membership, QuotaRequest, Team, TeamQuota
@@ -52,10 +52,10 @@ def login(client: Client, user) -> Client:
 
 
 def pending_request(cast, guarantee="30", limit="50", team=None, requester=None):
-    return quota_services.submit_request(
+    return decisions.submit_request(
         team=team or cast.team_a,
         requester=requester or cast.alice,
-        lines=[quota_services.LineInput(GPU, guarantee, limit)],
+        lines=[lines.LineInput(GPU, guarantee, limit)],
         justification="Bigger sweep.",
     )
 
@@ -228,10 +228,10 @@ def test_the_dashboard_shows_capacity_usage_shares_idle_gpus_and_the_last_sync(c
 def test_team_names_and_justifications_are_escaped(client, cast):
     cast.team_a.name = "<script>alert('x')</script>"
     cast.team_a.save()
-    req = quota_services.submit_request(
+    req = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[quota_services.LineInput(GPU, "30", "50")],
+        lines=[lines.LineInput(GPU, "30", "50")],
         justification="<img src=x onerror=alert(1)>",
     )
     login(client, cast.root)
@@ -395,9 +395,9 @@ def test_a_request_that_changes_nothing_says_so(client, cast):
 
 def test_service_errors_keyed_by_line_land_on_the_row_that_sent_it(client, cast):
     login(client, cast.alice)
-    error = quota_services.ValidationError({"lines[0].limit": ["Too big for us."]})
+    error = ValidationError({"lines[0].limit": ["Too big for us."]})
 
-    with mock.patch.object(quota_services, "submit_request", side_effect=error):
+    with mock.patch.object(decisions, "submit_request", side_effect=error):
         response = client.post(
             reverse("portal:quotarequest_create", args=["team-a"]), request_form_data()
         )
@@ -554,7 +554,7 @@ def test_members_see_no_withdraw_button(client, cast):
 def test_the_queue_lists_pending_requests_oldest_first(client, cast):
     first = pending_request(cast)
     second = pending_request(cast, team=cast.team_b, requester=cast.charlie, guarantee="35")
-    quota_services.withdraw_request(first.pk, actor=cast.alice)
+    decisions.withdraw_request(first.pk, actor=cast.alice)
     third = pending_request(cast, guarantee="25")
     login(client, cast.root)
 
@@ -677,7 +677,7 @@ def test_rejecting_with_a_reason_tells_the_team(client, cast, django_capture_on_
 
 def test_deciding_twice_shows_a_message_instead_of_an_error(client, cast):
     req = pending_request(cast)
-    quota_services.reject_request(req.pk, approver=cast.root, note="No.")
+    decisions.reject_request(req.pk, approver=cast.root, note="No.")
     login(client, cast.root)
 
     response = client.post(
@@ -949,10 +949,10 @@ def add_teams(count: int) -> None:
             fair_allocation={GPU: "1"},
         )
         IdleGpuAlert.objects.create(team=team, gpus=1, started_at=NOW, last_seen_at=NOW)
-        quota_services.submit_request(
+        decisions.submit_request(
             team=team,
             requester=User.objects.get(username="root"),
-            lines=[quota_services.LineInput(GPU, "1", "2")],
+            lines=[lines.LineInput(GPU, "1", "2")],
             justification="more",
         )
 

@@ -3,8 +3,9 @@ from django.http import Http404
 from django.urls import reverse
 
 from quotas.access import can_manage_team, get_team_for_user
+from quotas.decisions import submit_request
+from quotas.lines import LineInput
 from quotas.models import AuditEvent, Membership, Namespace, QuotaRequest, Team, TeamQuota
-from quotas.services import LineInput, submit_request
 
 pytestmark = pytest.mark.django_db
 GPU = "nvidia.com/gpu"

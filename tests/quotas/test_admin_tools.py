@@ -11,11 +11,11 @@ from django.core import mail
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from quotas import services
+from quotas import decisions, direct, grants
 from quotas.choices import AuditVerb, QuotaRequestStatus
 from quotas.exceptions import InvalidTransition, PermissionDenied, QuotaExceeded
+from quotas.lines import LineInput
 from quotas.models import AuditEvent, TeamQuota
-from quotas.services import LineInput
 from tests.base import GPU
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +28,7 @@ def gpu_quota(team) -> tuple[Decimal, Decimal | None]:
 
 def temporary_grant(cast, *, start=None, days=3, guarantee="30", limit="50"):
     now = timezone.now()
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
         lines=[LineInput(GPU, guarantee, limit)],
@@ -36,7 +36,7 @@ def temporary_grant(cast, *, start=None, days=3, guarantee="30", limit="50"):
         window_start=start,
         window_end=now + timedelta(days=days),
     )
-    return services.approve_request(request.pk, approver=cast.root)
+    return decisions.approve_request(request.pk, approver=cast.root)
 
 
 # --------------------------------------------------------------------------- direct quota
@@ -55,7 +55,7 @@ def test_an_admin_sets_several_quotas_at_once_with_one_audit_entry(
     quota_changed.connect(receiver, dispatch_uid="test-direct-quota")
     try:
         with django_capture_on_commit_callbacks(execute=True):
-            services.set_team_quotas(
+            direct.set_team_quotas(
                 cast.team_a,
                 [LineInput(GPU, "25", "45"), LineInput("cpu", "100", "200")],
                 actor=cast.root,
@@ -78,16 +78,14 @@ def test_an_admin_sets_several_quotas_at_once_with_one_audit_entry(
 @pytest.mark.parametrize("who", ["alice", "dora", "charlie", "bob"])
 def test_only_site_admins_set_quotas_directly(cast, who):
     with pytest.raises(PermissionDenied):
-        services.set_team_quotas(
-            cast.team_a, [LineInput(GPU, "25", "45")], actor=getattr(cast, who)
-        )
+        direct.set_team_quotas(cast.team_a, [LineInput(GPU, "25", "45")], actor=getattr(cast, who))
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
 
 
 def test_a_direct_edit_over_capacity_is_refused_and_changes_nothing(cast):
     # 90 GPUs may be guaranteed; team-b holds 30.
     with pytest.raises(QuotaExceeded) as caught:
-        services.set_team_quotas(cast.team_a, [LineInput(GPU, "61", "80")], actor=cast.root)
+        direct.set_team_quotas(cast.team_a, [LineInput(GPU, "61", "80")], actor=cast.root)
     assert caught.value.resource == GPU
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
     assert not AuditEvent.objects.filter(verb=AuditVerb.UPDATE).exists()
@@ -97,7 +95,7 @@ def test_a_direct_edit_breaking_the_department_limit_is_refused_by_name(cast):
     TeamQuota.objects.create(team=cast.dept, resource=GPU, guarantee=Decimal(0), limit=Decimal(70))
     with pytest.raises(ValidationError) as caught:
         # team-a 45 + team-b 30 = 75 guaranteed in dept-x, over its 70 limit.
-        services.set_team_quotas(cast.team_a, [LineInput(GPU, "45", "60")], actor=cast.root)
+        direct.set_team_quotas(cast.team_a, [LineInput(GPU, "45", "60")], actor=cast.root)
     text = " ".join(m for ms in caught.value.message_dict.values() for m in ms)
     assert "dept-x" in text and "70" in text
     assert set(caught.value.message_dict) <= {f"{GPU}.guarantee", f"{GPU}.limit"}
@@ -106,7 +104,7 @@ def test_a_direct_edit_breaking_the_department_limit_is_refused_by_name(cast):
 
 def test_bad_amounts_name_the_line_and_field(cast):
     with pytest.raises(ValidationError) as caught:
-        services.set_team_quotas(
+        direct.set_team_quotas(
             cast.team_a,
             [
                 LineInput(GPU, "50", "40"),
@@ -134,7 +132,7 @@ def test_ending_an_active_grant_early_reverts_it_audits_and_tells_the_team(
     mail.outbox.clear()
 
     with django_capture_on_commit_callbacks(execute=True):
-        ended = services.end_temporary_grant(grant.pk, actor=cast.alice, note="Sweep finished.")
+        ended = grants.end_temporary_grant(grant.pk, actor=cast.alice, note="Sweep finished.")
 
     assert ended.status == QuotaRequestStatus.EXPIRED
     assert ended.expired_at is not None and ended.expired_at < ended.window_end
@@ -148,7 +146,7 @@ def test_ending_an_active_grant_early_reverts_it_audits_and_tells_the_team(
     assert "ended early" in message.subject
     assert "alice@example.org" in message.to
     # The beat job later finds nothing left to revert.
-    later = services.expire_temporary_quota(now=grant.window_end + timedelta(seconds=1))
+    later = grants.expire_temporary_quota(now=grant.window_end + timedelta(seconds=1))
     assert later.expired == []
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
 
@@ -158,9 +156,9 @@ def test_a_scheduled_grant_ended_early_is_never_applied(cast):
     grant = temporary_grant(cast, start=now + timedelta(days=1), days=2)
     assert grant.status == QuotaRequestStatus.APPROVED
 
-    services.end_temporary_grant(grant.pk, actor=cast.root)
+    grants.end_temporary_grant(grant.pk, actor=cast.root)
 
-    result = services.expire_temporary_quota(now=now + timedelta(days=1, seconds=1))
+    result = grants.expire_temporary_quota(now=now + timedelta(days=1, seconds=1))
     assert result.activated == []
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
 
@@ -169,7 +167,7 @@ def test_a_scheduled_grant_ended_early_is_never_applied(cast):
 def test_no_one_but_admins_and_the_teams_leads_ends_a_grant(cast, who):
     grant = temporary_grant(cast)
     with pytest.raises(PermissionDenied):
-        services.end_temporary_grant(grant.pk, actor=getattr(cast, who))
+        grants.end_temporary_grant(grant.pk, actor=getattr(cast, who))
     grant.refresh_from_db()
     assert grant.status == QuotaRequestStatus.ACTIVE
     assert gpu_quota(cast.team_a) == (Decimal(30), Decimal(50))
@@ -177,19 +175,19 @@ def test_no_one_but_admins_and_the_teams_leads_ends_a_grant(cast, who):
 
 def test_the_department_lead_may_end_a_grant_of_its_team(cast):
     grant = temporary_grant(cast)
-    assert services.end_temporary_grant(grant.pk, actor=cast.dora).status == "expired"
+    assert grants.end_temporary_grant(grant.pk, actor=cast.dora).status == "expired"
 
 
 def test_only_running_or_scheduled_temporary_grants_can_be_ended(cast):
-    pending = services.submit_request(
+    pending = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
         lines=[LineInput(GPU, "25", "45")],
         justification="x",
     )
     with pytest.raises(InvalidTransition):
-        services.end_temporary_grant(pending.pk, actor=cast.root)
-    permanent = services.approve_request(pending.pk, approver=cast.root)
+        grants.end_temporary_grant(pending.pk, actor=cast.root)
+    permanent = decisions.approve_request(pending.pk, approver=cast.root)
     with pytest.raises(InvalidTransition):
-        services.end_temporary_grant(permanent.pk, actor=cast.root)
+        grants.end_temporary_grant(permanent.pk, actor=cast.root)
     assert gpu_quota(cast.team_a) == (Decimal(25), Decimal(45))

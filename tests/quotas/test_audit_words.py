@@ -8,7 +8,7 @@ import pytest
 from django.template import Context, Template
 from django.utils import timezone
 
-from quotas import services
+from quotas import decisions, direct, grants, lines
 from quotas.audit_words import describe
 from quotas.choices import AuditVerb
 from quotas.models import AuditEvent
@@ -22,10 +22,10 @@ def latest(verb) -> AuditEvent:
 
 
 def submit(cast, guarantee="30", limit="50", **kwargs):
-    return services.submit_request(
+    return decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[services.LineInput(GPU, guarantee, limit)],
+        lines=[lines.LineInput(GPU, guarantee, limit)],
         justification="more",
         **kwargs,
     )
@@ -37,24 +37,24 @@ def test_submit_approve_and_reject_read_as_sentences(cast):
         f"alice submitted request #{request.pk} for team-a: GPU guarantee 20 → 30"
     )
 
-    services.approve_request(request.pk, approver=cast.root, adjustments={GPU: ("25", "45")})
+    decisions.approve_request(request.pk, approver=cast.root, adjustments={GPU: ("25", "45")})
     assert describe(latest(AuditVerb.APPROVE)) == (
         f"root approved request #{request.pk} for team-a: GPU guarantee 20 → 25, GPU limit 40 → 45"
     )
 
     other = submit(cast, guarantee="35", limit="50")
-    services.reject_request(other.pk, approver=cast.root, note="not now")
+    decisions.reject_request(other.pk, approver=cast.root, note="not now")
     assert describe(latest(AuditVerb.REJECT)) == f"root rejected request #{other.pk} for team-a"
 
 
 def test_a_direct_quota_change_and_a_temporary_grant(cast):
-    services.set_team_quota(cast.team_b, GPU, guarantee="35", limit="60", actor=cast.root)
+    direct.set_team_quota(cast.team_b, GPU, guarantee="35", limit="60", actor=cast.root)
     assert describe(latest(AuditVerb.UPDATE)) == "root set team-b's quota: GPU guarantee 30 → 35"
 
     now = timezone.now()
     request = submit(cast, window_start=now, window_end=now + timedelta(days=1))
-    services.approve_request(request.pk, approver=cast.root)
-    services.expire_temporary_quota(now=now + timedelta(days=2))
+    decisions.approve_request(request.pk, approver=cast.root)
+    grants.expire_temporary_quota(now=now + timedelta(days=2))
     assert describe(latest(AuditVerb.EXPIRE)) == (
         f"Temporary grant #{request.pk} for team-a ended: GPU guarantee 30 → 20, GPU limit 50 → 40"
     )

@@ -6,11 +6,11 @@ from decimal import Decimal
 import pytest
 from django.db import connection, connections
 
-from quotas import services
+from quotas import decisions
 from quotas.choices import AuditVerb, QuotaRequestStatus
 from quotas.exceptions import InvalidTransition, QuotaExceeded
+from quotas.lines import LineInput
 from quotas.models import AuditEvent, QuotaRequest, TeamQuota
-from quotas.services import LineInput
 from tests.base import make_cast
 
 GPU = "nvidia.com/gpu"
@@ -45,21 +45,21 @@ def test_two_concurrent_approvals_that_together_over_commit_let_only_one_through
     cast = make_cast()
     # 90 GPUs can be guaranteed; team-a holds 20 and team-b 30. Each request alone fits
     # (+35 → 85), both together (+70 → 120) do not.
-    first = services.submit_request(
+    first = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
         lines=[LineInput(GPU, "55", "60")],
         justification="a",
     )
-    second = services.submit_request(
+    second = decisions.submit_request(
         team=cast.team_b,
         requester=cast.charlie,
         lines=[LineInput(GPU, "65", "70")],
         justification="b",
     )
     results = run_at_once(
-        lambda: services.approve_request(first.pk, approver=cast.root),
-        lambda: services.approve_request(second.pk, approver=cast.root),
+        lambda: decisions.approve_request(first.pk, approver=cast.root),
+        lambda: decisions.approve_request(second.pk, approver=cast.root),
     )
     successes = [r for r in results if isinstance(r, QuotaRequest)]
     refusals = [r for r in results if isinstance(r, QuotaExceeded)]
@@ -76,14 +76,14 @@ def test_a_double_click_approves_once():
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL")
     cast = make_cast()
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
         lines=[LineInput(GPU, "25", "45")],
         justification="a",
     )
     results = run_at_once(
-        *[lambda: services.approve_request(request.pk, approver=cast.root) for _ in range(4)]
+        *[lambda: decisions.approve_request(request.pk, approver=cast.root) for _ in range(4)]
     )
     assert sum(isinstance(r, QuotaRequest) for r in results) == 1
     assert sum(isinstance(r, InvalidTransition) for r in results) == 3
@@ -96,15 +96,15 @@ def test_a_withdraw_racing_an_approve_ends_in_exactly_one_state():
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL")
     cast = make_cast()
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
         lines=[LineInput(GPU, "25", "45")],
         justification="a",
     )
     results = run_at_once(
-        lambda: services.approve_request(request.pk, approver=cast.root),
-        lambda: services.withdraw_request(request.pk, actor=cast.alice),
+        lambda: decisions.approve_request(request.pk, approver=cast.root),
+        lambda: decisions.withdraw_request(request.pk, actor=cast.alice),
     )
     assert sum(isinstance(r, QuotaRequest) for r in results) == 1
     assert sum(isinstance(r, InvalidTransition) for r in results) == 1

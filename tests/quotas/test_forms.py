@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import ValidationError
 
-from quotas import services as quota_services
+from quotas import decisions
 from quotas.forms import (
     DecisionForm,
     QuotaLineFormSet,
@@ -19,7 +19,7 @@ from quotas.forms import (
     add_service_errors,
     rebalance_initial,
 )
-from quotas.services import LineInput
+from quotas.lines import LineInput
 from tests.base import GPU
 
 CURRENT = {GPU: (Decimal(20), Decimal(40)), "cpu": (Decimal(4), None)}
@@ -172,7 +172,7 @@ def test_a_message_without_a_field_is_a_non_field_error():
 
 @pytest.mark.django_db
 def test_a_decision_form_reports_only_the_lines_the_approver_changed(cast):
-    req = quota_services.submit_request(
+    req = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
         lines=[LineInput(GPU, "30", "50"), LineInput("cpu", "8", "16")],

@@ -17,7 +17,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from quotas import services
+from quotas import capacity_rule, decisions, direct, grants, hierarchy, lines
 from quotas.admin import TeamForm, TeamQuotaForm
 from quotas.models import QuotaRequest, Team, TeamQuota
 from quotas.rebalance import rebalance
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def dept_limited(cast):
     """dept-x gets a 70-GPU limit; its teams hold 20 + 30 guaranteed, limits 40 and 60."""
-    services.set_team_quota(cast.dept, GPU, guarantee="0", limit="70", actor=cast.root)
+    direct.set_team_quota(cast.dept, GPU, guarantee="0", limit="70", actor=cast.root)
     return cast
 
 
@@ -44,7 +44,7 @@ def quota(team) -> tuple[Decimal, Decimal | None]:
 def test_a_team_limit_over_its_departments_limit_is_refused(dept_limited):
     cast = dept_limited
     with pytest.raises(ValidationError) as exc:
-        services.set_team_quota(cast.team_b, GPU, guarantee="30", limit="80", actor=cast.root)
+        direct.set_team_quota(cast.team_b, GPU, guarantee="30", limit="80", actor=cast.root)
 
     assert exc.value.message_dict == {
         "limit": ["dept-x's limit is 70 GPUs; team-b's limit would be 80 GPUs, over it."]
@@ -55,10 +55,10 @@ def test_a_team_limit_over_its_departments_limit_is_refused(dept_limited):
 def test_guarantees_over_the_departments_limit_are_refused(dept_limited):
     cast = dept_limited
     # 40 + 30 = 70 fits the department's limit exactly ...
-    services.set_team_quota(cast.team_a, GPU, guarantee="40", limit="40", actor=cast.root)
+    direct.set_team_quota(cast.team_a, GPU, guarantee="40", limit="40", actor=cast.root)
     # ... one more does not.
     with pytest.raises(ValidationError) as exc:
-        services.set_team_quota(cast.team_b, GPU, guarantee="31", limit="60", actor=cast.root)
+        direct.set_team_quota(cast.team_b, GPU, guarantee="31", limit="60", actor=cast.root)
 
     assert exc.value.message_dict == {
         "guarantee": ["dept-x's limit is 70 GPUs; its teams would be guaranteed 71 GPUs."]
@@ -69,7 +69,7 @@ def test_guarantees_over_the_departments_limit_are_refused(dept_limited):
 def test_a_department_limit_below_what_its_teams_hold_is_refused(dept_limited):
     cast = dept_limited
     with pytest.raises(ValidationError) as exc:
-        services.set_team_quota(cast.dept, GPU, guarantee="0", limit="45", actor=cast.root)
+        direct.set_team_quota(cast.dept, GPU, guarantee="0", limit="45", actor=cast.root)
 
     assert exc.value.message_dict == {
         "limit": [
@@ -82,10 +82,10 @@ def test_a_department_limit_below_what_its_teams_hold_is_refused(dept_limited):
 
 def test_a_department_without_a_limit_lets_its_guarantee_follow_its_teams(cast):
     # dept-x has no quota at all: its Queue's guarantee is the sum of its teams' (derived).
-    services.set_team_quota(cast.team_a, GPU, guarantee="40", limit="40", actor=cast.root)
+    direct.set_team_quota(cast.team_a, GPU, guarantee="40", limit="40", actor=cast.root)
 
     assert quota(cast.team_a) == (40, 40)
-    assert services.committed_guarantees()[GPU] == 70
+    assert capacity_rule.committed_guarantees()[GPU] == 70
 
 
 def test_the_demo_accepts_a_derived_guarantee_and_refuses_a_limit_over_the_department():
@@ -95,9 +95,9 @@ def test_the_demo_accepts_a_derived_guarantee_and_refuses_a_limit_over_the_depar
 
     # cv-team to 64/96 under ai-research's own 96-GPU guarantee: the department's Queue
     # guarantee becomes 32 + 64 + 16 = 112, within its 208 limit.
-    services.set_team_quota(cv, GPU, guarantee="64", limit="96", actor=admin)
+    direct.set_team_quota(cv, GPU, guarantee="64", limit="96", actor=admin)
     with pytest.raises(ValidationError) as exc:
-        services.set_team_quota(speech, GPU, guarantee="16", limit="256", actor=admin)
+        direct.set_team_quota(speech, GPU, guarantee="16", limit="256", actor=admin)
 
     assert quota(cv) == (64, 96)
     assert exc.value.message_dict["limit"] == [
@@ -110,14 +110,14 @@ def test_the_demo_accepts_a_derived_guarantee_and_refuses_a_limit_over_the_depar
 
 def test_approval_with_adjustments_obeys_the_rules(dept_limited):
     cast = dept_limited
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[services.LineInput(GPU, "25", "40")],
+        lines=[lines.LineInput(GPU, "25", "40")],
         justification="more",
     )
     with pytest.raises(ValidationError) as exc:
-        services.approve_request(request.pk, approver=cast.root, adjustments={GPU: ("25", "75")})
+        decisions.approve_request(request.pk, approver=cast.root, adjustments={GPU: ("25", "75")})
 
     assert exc.value.message_dict == {
         "nvidia.com/gpu.limit": [
@@ -127,27 +127,27 @@ def test_approval_with_adjustments_obeys_the_rules(dept_limited):
     request.refresh_from_db()
     assert request.status == "pending"
     assert quota(cast.team_a) == (20, 40)
-    services.approve_request(request.pk, approver=cast.root)
+    decisions.approve_request(request.pk, approver=cast.root)
     assert quota(cast.team_a) == (25, 40)
 
 
 def test_a_temporary_grant_that_no_longer_fits_does_not_start(dept_limited):
     cast = dept_limited
     now = timezone.now()
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[services.LineInput(GPU, "35", "40")],
+        lines=[lines.LineInput(GPU, "35", "40")],
         justification="burst",
         window_start=now + timedelta(hours=1),
         window_end=now + timedelta(days=1),
         now=now,
     )
-    services.approve_request(request.pk, approver=cast.root, now=now)
+    decisions.approve_request(request.pk, approver=cast.root, now=now)
     # Meanwhile team-b took the room: 35 + 36 would be over the department's 70.
-    services.set_team_quota(cast.team_b, GPU, guarantee="36", limit="60", actor=cast.root)
+    direct.set_team_quota(cast.team_b, GPU, guarantee="36", limit="60", actor=cast.root)
 
-    result = services.expire_temporary_quota(now=now + timedelta(hours=2))
+    result = grants.expire_temporary_quota(now=now + timedelta(hours=2))
 
     assert result.activated == []
     assert "dept-x's limit is 70 GPUs; its teams would be guaranteed" in result.failed[request.pk]
@@ -158,22 +158,22 @@ def test_a_temporary_grant_that_no_longer_fits_does_not_start(dept_limited):
 def test_a_departments_expiring_grant_never_drops_its_limit_below_its_teams(dept_limited):
     cast = dept_limited
     now = timezone.now()
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.dept,
         requester=cast.dora,
-        lines=[services.LineInput(GPU, "0", "90")],
+        lines=[lines.LineInput(GPU, "0", "90")],
         justification="a week of room",
         window_end=now + timedelta(days=7),
         now=now,
     )
-    services.approve_request(request.pk, approver=cast.root, now=now)
-    services.set_team_quota(cast.team_b, GPU, guarantee="30", limit="85", actor=cast.root)
+    decisions.approve_request(request.pk, approver=cast.root, now=now)
+    direct.set_team_quota(cast.team_b, GPU, guarantee="30", limit="85", actor=cast.root)
 
-    services.expire_temporary_quota(now=now + timedelta(days=8))
+    grants.expire_temporary_quota(now=now + timedelta(days=8))
 
     # The grant added 20 (70 → 90); reverting to 70 would leave team-b's 85 over it.
     assert quota(cast.dept) == (0, 85)
-    assert services.hierarchy_problems() == []
+    assert hierarchy.hierarchy_problems() == []
 
 
 # --------------------------------------------------------------------------- rebalance

@@ -10,18 +10,17 @@ from unittest import mock
 import pytest
 from django.core import mail
 
-from quotas import notify
-from quotas import services as quota_services
+from quotas import decisions, lines, notify
 from tests.base import GPU
 
 pytestmark = pytest.mark.django_db
 
 
 def submit(cast):
-    return quota_services.submit_request(
+    return decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[quota_services.LineInput(GPU, "30", "50")],
+        lines=[lines.LineInput(GPU, "30", "50")],
         justification="Bigger sweep.",
     )
 
@@ -61,7 +60,7 @@ def test_a_decision_reaches_the_requester_and_the_leads_with_the_note(
     cast, django_capture_on_commit_callbacks
 ):
     req = submit(cast)
-    decided = quota_services.approve_request(
+    decided = decisions.approve_request(
         req.pk, approver=cast.root, note="Granted for Q3.", adjustments={GPU: ("25", "50")}
     )
 
@@ -140,7 +139,7 @@ def test_an_unexpected_failure_never_breaks_the_request(
 def test_teams_without_lead_emails_only_get_the_webhook(cast, django_capture_on_commit_callbacks):
     cast.alice.email = ""
     cast.alice.save()
-    decided = quota_services.reject_request(submit(cast).pk, approver=cast.root, note="No.")
+    decided = decisions.reject_request(submit(cast).pk, approver=cast.root, note="No.")
 
     with (
         mock.patch.object(notify, "post_webhook") as poster,
@@ -159,14 +158,14 @@ def test_services_notify_whoever_calls_them_api_or_ui(
 
     from django.utils import timezone
 
-    from quotas import services
-    from quotas.services import LineInput
+    from quotas import decisions, grants
+    from quotas.lines import LineInput
 
     settings.FAIRSHARE_BASE_URL = "https://fairshare.example.com"
     cast.alice.email, cast.root.email = "alice@example.org", "root@example.org"
     now = timezone.now()
     with django_capture_on_commit_callbacks(execute=True):
-        request = services.submit_request(
+        request = decisions.submit_request(
             team=cast.team_a,
             requester=cast.alice,
             lines=[LineInput("nvidia.com/gpu", "30", "50")],
@@ -177,9 +176,9 @@ def test_services_notify_whoever_calls_them_api_or_ui(
     assert mailoutbox[-1].to == ["root@example.org"]
     assert f"https://fairshare.example.com/requests/{request.pk}/" in mailoutbox[-1].body
     with django_capture_on_commit_callbacks(execute=True):
-        services.approve_request(request.pk, approver=cast.root, now=now)
+        decisions.approve_request(request.pk, approver=cast.root, now=now)
     assert "was approved" in mailoutbox[-1].subject
     with django_capture_on_commit_callbacks(execute=True):
-        services.expire_temporary_quota(now=now + timedelta(days=2))
+        grants.expire_temporary_quota(now=now + timedelta(days=2))
     assert "expired" in mailoutbox[-1].subject
     assert mailoutbox[-1].to == ["alice@example.org"]

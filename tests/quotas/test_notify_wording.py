@@ -14,10 +14,9 @@ from django.contrib.auth.models import User
 from django.core import mail
 from django.utils import timezone
 
-from quotas import mailtext, notify
-from quotas import services as quota_services
+from quotas import decisions, direct, grants, mailtext, notify
+from quotas.lines import LineInput
 from quotas.rebalance import rebalance
-from quotas.services import LineInput
 from tests.base import GPU
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +33,7 @@ def base_url(settings):
 
 
 def submit(cast, guarantee="30", limit="50", **kwargs):
-    return quota_services.submit_request(
+    return decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
         lines=[LineInput(GPU, guarantee, limit)],
@@ -127,7 +126,7 @@ def test_a_decision_on_a_cut_says_what_was_decided(
 ):
     req = submit(cast, "10", "40")
     with django_capture_on_commit_callbacks(execute=True):
-        quota_services.approve_request(req.pk, approver=cast.root, note="Thanks.")
+        decisions.approve_request(req.pk, approver=cast.root, note="Thanks.")
 
     (message,) = mail.outbox
     assert message.subject == f"[Fairshare] Quota request #{req.pk} for team-a was approved"
@@ -143,7 +142,7 @@ def test_an_adjusted_approval_says_it_was_approved_with_changes(
 ):
     req = submit(cast)
     with django_capture_on_commit_callbacks(execute=True):
-        quota_services.approve_request(req.pk, approver=cast.root, adjustments={GPU: ("25", "50")})
+        decisions.approve_request(req.pk, approver=cast.root, adjustments={GPU: ("25", "50")})
 
     (message,) = mail.outbox
     assert message.subject.endswith("was approved with changes")
@@ -154,8 +153,8 @@ def test_an_adjusted_approval_says_it_was_approved_with_changes(
 def test_a_rejection_and_a_withdrawal_say_nothing_changed(cast, django_capture_on_commit_callbacks):
     rejected, withdrawn = submit(cast), submit(cast, "10", "40")
     with django_capture_on_commit_callbacks(execute=True):
-        quota_services.reject_request(rejected.pk, approver=cast.root, note="Not now.")
-        quota_services.withdraw_request(withdrawn.pk, actor=cast.alice)
+        decisions.reject_request(rejected.pk, approver=cast.root, note="Not now.")
+        decisions.withdraw_request(withdrawn.pk, actor=cast.alice)
 
     no, back = mail.outbox
     assert no.subject.endswith("was rejected")
@@ -174,7 +173,7 @@ def test_a_scheduled_grant_says_when_it_starts_and_ends_in_utc(
     start, end = now + timedelta(days=1), now + timedelta(days=3)
     with django_capture_on_commit_callbacks(execute=True):
         req = submit(cast, window_start=start, window_end=end, now=now)
-        quota_services.approve_request(req.pk, approver=cast.root, now=now)
+        decisions.approve_request(req.pk, approver=cast.root, now=now)
 
     submitted, approved = mail.outbox
     for message in (submitted, approved):
@@ -191,10 +190,10 @@ def test_expiry_and_reminders_give_human_times(cast, django_capture_on_commit_ca
     now = timezone.now()
     end = now + timedelta(days=1)
     req = submit(cast, window_end=end, now=now)
-    quota_services.approve_request(req.pk, approver=cast.root, now=now)
+    decisions.approve_request(req.pk, approver=cast.root, now=now)
     with django_capture_on_commit_callbacks(execute=True):
-        quota_services.remind_ending_grants(now=now, days=2)
-        quota_services.expire_temporary_quota(now=end + timedelta(minutes=1))
+        grants.remind_ending_grants(now=now, days=2)
+        grants.expire_temporary_quota(now=end + timedelta(minutes=1))
 
     soon, expired = mail.outbox
     assert f"ends on {mailtext.human_time(end)}" in soon.body
@@ -209,7 +208,7 @@ def test_a_direct_set_tells_the_teams_leads_from_and_to_after_commit(
     cast, client, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        quota_services.set_team_quota(
+        direct.set_team_quota(
             cast.team_a, GPU, guarantee="10", limit="40", actor=cast.root, note="Rebudget."
         )
     assert mail.outbox == []  # not before commit
@@ -234,9 +233,7 @@ def test_a_direct_set_is_worded_by_its_direction(
     cast, django_capture_on_commit_callbacks, guarantee, limit, verb
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        quota_services.set_team_quotas(
-            cast.team_a, [LineInput(GPU, guarantee, limit)], actor=cast.root
-        )
+        direct.set_team_quotas(cast.team_a, [LineInput(GPU, guarantee, limit)], actor=cast.root)
 
     (message,) = mail.outbox
     assert message.subject == f"[Fairshare] Quota of team-a {verb} by root"
@@ -244,7 +241,7 @@ def test_a_direct_set_is_worded_by_its_direction(
 
 def test_a_direct_set_that_changes_nothing_sends_nothing(cast, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        quota_services.set_team_quota(
+        direct.set_team_quota(
             cast.team_a, GPU, guarantee=Decimal(20), limit=Decimal(40), actor=cast.root
         )
 

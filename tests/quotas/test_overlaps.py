@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from quotas import services
+from quotas import decisions, lines
 from quotas.models import QuotaRequest
 from quotas.overlaps import overlaps
 from tests.base import GPU
@@ -19,10 +19,10 @@ NOW = timezone.now()
 
 
 def submit(cast, team=None, resource=GPU, start=None, end=None, guarantee="25", limit="40"):
-    return services.submit_request(
+    return decisions.submit_request(
         team=team or cast.team_a,
         requester=cast.root,
-        lines=[services.LineInput(resource, guarantee, limit)],
+        lines=[lines.LineInput(resource, guarantee, limit)],
         justification="more",
         window_start=start,
         window_end=end,
@@ -60,7 +60,7 @@ def test_a_permanent_request_overlaps_every_later_window(cast):
 def test_after_a_decision_the_other_request_says_its_before_includes_it(cast):
     first = submit(cast, guarantee="25", limit="40")
     second = submit(cast, guarantee="28", limit="40")
-    services.approve_request(first.pk, approver=cast.root)
+    decisions.approve_request(first.pk, approver=cast.root)
     second.refresh_from_db()
 
     (flag,) = overlaps([second])[second.pk]
@@ -75,7 +75,7 @@ def test_after_a_decision_the_other_request_says_its_before_includes_it(cast):
 def test_rejected_requests_do_not_overlap(cast):
     first = submit(cast)
     second = submit(cast, guarantee="28")
-    services.reject_request(first.pk, approver=cast.root, note="no")
+    decisions.reject_request(first.pk, approver=cast.root, note="no")
     assert overlaps([second]) == {}
 
 

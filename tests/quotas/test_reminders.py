@@ -8,23 +8,23 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
-from quotas import services
+from quotas import decisions, grants
+from quotas.lines import LineInput
 from quotas.models import QuotaRequest
-from quotas.services import LineInput
 from tests.base import GPU
 
 pytestmark = pytest.mark.django_db
 
 
 def grant(cast, *, ends_in: timedelta, limit: str = "50"):
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
         lines=[LineInput(GPU, "30", limit)],
         justification="Sweeps.",
         window_end=timezone.now() + ends_in,
     )
-    return services.approve_request(request.pk, approver=cast.root)
+    return decisions.approve_request(request.pk, approver=cast.root)
 
 
 def test_one_reminder_goes_out_n_days_before_the_end(
@@ -38,9 +38,9 @@ def test_one_reminder_goes_out_n_days_before_the_end(
     mail.outbox.clear()
 
     with django_capture_on_commit_callbacks(execute=True):
-        first = services.remind_ending_grants(now=now)
+        first = grants.remind_ending_grants(now=now)
     with django_capture_on_commit_callbacks(execute=True):
-        again = services.remind_ending_grants(now=now + timedelta(hours=1))
+        again = grants.remind_ending_grants(now=now + timedelta(hours=1))
 
     assert first == [soon.pk] and again == []
     [message] = mail.outbox
@@ -52,17 +52,17 @@ def test_one_reminder_goes_out_n_days_before_the_end(
 
     # Three days on, the other grant enters the window: its own single reminder.
     with django_capture_on_commit_callbacks(execute=True):
-        assert services.remind_ending_grants(now=now + timedelta(days=3, hours=1)) == [later.pk]
+        assert grants.remind_ending_grants(now=now + timedelta(days=3, hours=1)) == [later.pk]
     assert len(mail.outbox) == 2
 
 
 def test_no_reminder_for_ended_or_scheduled_grants_or_when_turned_off(cast, settings):
     ended = grant(cast, ends_in=timedelta(days=1))
-    services.end_temporary_grant(ended.pk, actor=cast.alice)
-    assert services.remind_ending_grants(days=2) == []
+    grants.end_temporary_grant(ended.pk, actor=cast.alice)
+    assert grants.remind_ending_grants(days=2) == []
     grant(cast, ends_in=timedelta(days=1), limit="55")
     settings.FAIRSHARE_GRANT_REMINDER_DAYS = 0
-    assert services.remind_ending_grants() == []
+    assert grants.remind_ending_grants() == []
 
 
 def test_the_beat_schedule_runs_the_reminder_task(settings):

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 
-from quotas import services
+from quotas import decisions, lines
 from quotas.models import QuotaRequest, Team, TeamQuota
 from quotas.quantities import amount_words
 from scheduling.services import compute_shares
@@ -35,15 +35,15 @@ def gpu_quota(team: Team) -> tuple[int, int]:
 
 
 def test_an_over_limit_approval_is_refused_naming_the_department_and_the_numbers(demo):
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=demo["research"],
         requester=demo["rita"],
-        lines=[services.LineInput(GPU, "40", "64")],
+        lines=[lines.LineInput(GPU, "40", "64")],
         justification="a bit more",
     )
 
     with pytest.raises(ValidationError) as exc:
-        services.approve_request(
+        decisions.approve_request(
             request.pk, approver=demo["admin"], adjustments={GPU: ("600", "700")}
         )
 
@@ -67,10 +67,10 @@ def test_an_over_limit_approval_is_refused_naming_the_department_and_the_numbers
 def test_a_request_over_the_clusters_capacity_is_refused_on_submit_per_field(demo):
     # The demo cluster has 1,000 GPUs, 900 of them guaranteeable (10 % reserve).
     with pytest.raises(ValidationError) as exc:
-        services.submit_request(
+        decisions.submit_request(
             team=demo["research"],
             requester=demo["rita"],
-            lines=[services.LineInput(GPU, "950", "1200")],
+            lines=[lines.LineInput(GPU, "950", "1200")],
             justification="everything",
         )
 
@@ -85,10 +85,10 @@ def test_a_request_over_the_clusters_capacity_is_refused_on_submit_per_field(dem
 
 
 def test_the_whole_cluster_can_still_be_requested(demo):
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=demo["research"],
         requester=demo["rita"],
-        lines=[services.LineInput(GPU, "900", "1000")],
+        lines=[lines.LineInput(GPU, "900", "1000")],
         justification="the whole usable cluster",
     )
     assert request.status == "pending"

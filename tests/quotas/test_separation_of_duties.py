@@ -9,11 +9,11 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from quotas import services
+from quotas import decisions
 from quotas.choices import AuditVerb, QuotaRequestStatus
 from quotas.exceptions import SelfDecisionRefused
+from quotas.lines import LineInput
 from quotas.models import AuditEvent, QuotaRequest
-from quotas.services import LineInput
 from tests.base import GPU, make_user
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +30,7 @@ def _no_sync(monkeypatch):
 
 
 def own_request(cast) -> QuotaRequest:
-    return services.submit_request(
+    return decisions.submit_request(
         team=cast.team_a,
         requester=cast.root,
         lines=[LineInput(GPU, "22", "40")],
@@ -50,19 +50,19 @@ def test_an_admin_cannot_decide_their_own_request_when_another_admin_can(
     request = own_request(cast)
     with pytest.raises(SelfDecisionRefused):
         if decide == "approve":
-            services.approve_request(request.pk, approver=cast.root)
+            decisions.approve_request(request.pk, approver=cast.root)
         else:
-            services.reject_request(request.pk, approver=cast.root, note="no")
+            decisions.reject_request(request.pk, approver=cast.root, note="no")
     request.refresh_from_db()
     assert request.status == QuotaRequestStatus.PENDING
-    decided = services.approve_request(request.pk, approver=second_admin)
+    decided = decisions.approve_request(request.pk, approver=second_admin)
     assert decided.status == QuotaRequestStatus.APPROVED
     assert decided.decided_by == second_admin
 
 
 def test_the_only_admin_may_decide_their_own_request_and_it_is_audited(cast):
     request = own_request(cast)
-    services.approve_request(request.pk, approver=cast.root, note="Nobody else to ask.")
+    decisions.approve_request(request.pk, approver=cast.root, note="Nobody else to ask.")
     event = AuditEvent.objects.get(verb=AuditVerb.APPROVE, object_id=str(request.pk))
     assert "separation-of-duties exception" in event.note
     assert event.note.endswith("Nobody else to ask.")
@@ -72,7 +72,7 @@ def test_an_inactive_second_admin_does_not_count(cast, second_admin):
     second_admin.is_active = False
     second_admin.save()
     request = own_request(cast)
-    services.reject_request(request.pk, approver=cast.root, note="Changed my mind.")
+    decisions.reject_request(request.pk, approver=cast.root, note="Changed my mind.")
     event = AuditEvent.objects.get(verb=AuditVerb.REJECT, object_id=str(request.pk))
     assert "separation-of-duties exception" in event.note
 
@@ -81,25 +81,25 @@ def test_strict_mode_refuses_even_the_only_admin(cast, settings):
     settings.FAIRSHARE_SEPARATION_OF_DUTIES = "strict"
     request = own_request(cast)
     with pytest.raises(SelfDecisionRefused):
-        services.approve_request(request.pk, approver=cast.root)
+        decisions.approve_request(request.pk, approver=cast.root)
 
 
 def test_off_lets_admins_decide_their_own_requests_without_a_note(cast, second_admin, settings):
     settings.FAIRSHARE_SEPARATION_OF_DUTIES = "off"
     request = own_request(cast)
-    services.approve_request(request.pk, approver=cast.root)
+    decisions.approve_request(request.pk, approver=cast.root)
     event = AuditEvent.objects.get(verb=AuditVerb.APPROVE, object_id=str(request.pk))
     assert event.note == ""
 
 
 def test_other_peoples_requests_need_no_exception(cast):
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
         lines=[LineInput(GPU, "22", "40")],
         justification="x",
     )
-    services.approve_request(request.pk, approver=cast.root)
+    decisions.approve_request(request.pk, approver=cast.root)
     assert AuditEvent.objects.get(verb=AuditVerb.APPROVE).note == ""
 
 

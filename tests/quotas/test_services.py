@@ -5,11 +5,11 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from quotas import services
+from quotas import capacity_rule, changes, decisions, direct, grants
 from quotas.choices import AuditVerb, QuotaRequestStatus
 from quotas.exceptions import InvalidTransition, PermissionDenied, QuotaExceeded
+from quotas.lines import LineInput
 from quotas.models import AuditEvent, QuotaRequest, Team, TeamQuota
-from quotas.services import LineInput
 
 pytestmark = pytest.mark.django_db
 GPU = "nvidia.com/gpu"
@@ -24,7 +24,7 @@ def submit(cast, guarantee="30", limit="50", **kwargs):
     kwargs.setdefault("team", cast.team_a)
     kwargs.setdefault("requester", cast.alice)
     kwargs.setdefault("justification", "Bigger model")
-    return services.submit_request(lines=[LineInput(GPU, guarantee, limit)], **kwargs)
+    return decisions.submit_request(lines=[LineInput(GPU, guarantee, limit)], **kwargs)
 
 
 # ----------------------------------------------------------------------------- submit
@@ -76,7 +76,7 @@ def test_only_leads_and_admins_may_submit(cast, who):
 )
 def test_bad_lines_are_refused_with_field_keyed_errors_and_nothing_saved(cast, line, field):
     with pytest.raises(ValidationError) as info:
-        services.submit_request(
+        decisions.submit_request(
             team=cast.team_a, requester=cast.alice, lines=[line], justification="x"
         )
     assert field in info.value.message_dict
@@ -108,7 +108,7 @@ def test_a_window_must_end_in_the_future(cast):
 
 def test_approval_raises_the_quota_and_records_before_and_after(cast):
     request = submit(cast)
-    services.approve_request(request.pk, approver=cast.root, note="ok")
+    decisions.approve_request(request.pk, approver=cast.root, note="ok")
     request.refresh_from_db()
     assert request.status == QuotaRequestStatus.APPROVED
     assert request.decided_by == cast.root
@@ -120,7 +120,7 @@ def test_approval_raises_the_quota_and_records_before_and_after(cast):
 
 def test_approval_can_adjust_the_amounts(cast):
     request = submit(cast)
-    services.approve_request(request.pk, approver=cast.root, adjustments={GPU: ("25", "45")})
+    decisions.approve_request(request.pk, approver=cast.root, adjustments={GPU: ("25", "45")})
     assert gpu_quota(cast.team_a) == (Decimal(25), Decimal(45))
     line = request.lines.get()
     assert (line.approved_guarantee, line.approved_limit) == (Decimal(25), Decimal(45))
@@ -129,7 +129,7 @@ def test_approval_can_adjust_the_amounts(cast):
 def test_an_adjustment_for_a_resource_not_requested_is_refused(cast):
     request = submit(cast)
     with pytest.raises(ValidationError) as info:
-        services.approve_request(request.pk, approver=cast.root, adjustments={"cpu": ("1", "2")})
+        decisions.approve_request(request.pk, approver=cast.root, adjustments={"cpu": ("1", "2")})
     assert "adjustments" in info.value.message_dict
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
 
@@ -138,7 +138,7 @@ def test_an_adjustment_for_a_resource_not_requested_is_refused(cast):
 def test_only_site_admins_approve(cast, who):
     request = submit(cast)
     with pytest.raises(PermissionDenied):
-        services.approve_request(request.pk, approver=getattr(cast, who))
+        decisions.approve_request(request.pk, approver=getattr(cast, who))
     request.refresh_from_db()
     assert request.status == QuotaRequestStatus.PENDING
 
@@ -147,7 +147,7 @@ def test_approval_over_capacity_is_refused_naming_the_resource_and_changes_nothi
     # 100 GPUs less the 10 % reserve = 90; team-b holds 30, so team-a may reach 60, not 61.
     request = submit(cast, guarantee="61", limit="70")
     with pytest.raises(QuotaExceeded) as info:
-        services.approve_request(request.pk, approver=cast.root)
+        decisions.approve_request(request.pk, approver=cast.root)
     assert info.value.resource == GPU
     assert info.value.available == "90"
     assert "91" in str(info.value)
@@ -159,7 +159,7 @@ def test_approval_over_capacity_is_refused_naming_the_resource_and_changes_nothi
 
 def test_approval_exactly_at_capacity_is_allowed(cast):
     request = submit(cast, guarantee="60", limit="70")
-    services.approve_request(request.pk, approver=cast.root)
+    decisions.approve_request(request.pk, approver=cast.root)
     assert gpu_quota(cast.team_a) == (Decimal(60), Decimal(70))
 
 
@@ -167,25 +167,25 @@ def test_a_department_guarantee_covers_its_children(cast):
     # dept-x guarantees 60 itself: max(60, 20 + 30) = 60, so the children can grow to 60 total
     # without counting twice; beyond that the department's total grows.
     TeamQuota.objects.create(team=cast.dept, resource=GPU, guarantee=60, limit=90)
-    assert services.committed_guarantees()[GPU] == Decimal(60)
+    assert capacity_rule.committed_guarantees()[GPU] == Decimal(60)
     request = submit(cast, guarantee="30", limit="50")
-    services.approve_request(request.pk, approver=cast.root)
-    assert services.committed_guarantees()[GPU] == Decimal(60)
+    decisions.approve_request(request.pk, approver=cast.root)
+    assert capacity_rule.committed_guarantees()[GPU] == Decimal(60)
 
 
 def test_a_decrease_is_allowed_even_over_capacity(cast):
     cast.capacity.resources = {GPU: "10"}
     cast.capacity.save()
     request = submit(cast, guarantee="10", limit="20")
-    services.approve_request(request.pk, approver=cast.root)
+    decisions.approve_request(request.pk, approver=cast.root)
     assert gpu_quota(cast.team_a) == (Decimal(10), Decimal(20))
 
 
 def test_approving_twice_approves_once(cast):
     request = submit(cast)
-    services.approve_request(request.pk, approver=cast.root)
+    decisions.approve_request(request.pk, approver=cast.root)
     with pytest.raises(InvalidTransition):
-        services.approve_request(request.pk, approver=cast.root)
+        decisions.approve_request(request.pk, approver=cast.root)
     assert gpu_quota(cast.team_a) == (Decimal(30), Decimal(50))
     assert AuditEvent.objects.filter(verb=AuditVerb.APPROVE).count() == 1
 
@@ -202,7 +202,7 @@ def test_approval_notifies_listeners_after_commit(cast, django_capture_on_commit
     try:
         request = submit(cast)
         with django_capture_on_commit_callbacks(execute=True):
-            services.approve_request(request.pk, approver=cast.root)
+            decisions.approve_request(request.pk, approver=cast.root)
     finally:
         quota_changed.disconnect(listener)
     assert seen == [([cast.team_a.pk], "approve")]
@@ -214,39 +214,39 @@ def test_approval_notifies_listeners_after_commit(cast, django_capture_on_commit
 def test_rejection_needs_a_reason_and_keeps_the_quota(cast):
     request = submit(cast)
     with pytest.raises(ValidationError) as info:
-        services.reject_request(request.pk, approver=cast.root, note="")
+        decisions.reject_request(request.pk, approver=cast.root, note="")
     assert "note" in info.value.message_dict
-    services.reject_request(request.pk, approver=cast.root, note="Not now")
+    decisions.reject_request(request.pk, approver=cast.root, note="Not now")
     request.refresh_from_db()
     assert request.status == QuotaRequestStatus.REJECTED
     assert request.decision_note == "Not now"
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
     with pytest.raises(InvalidTransition):
-        services.approve_request(request.pk, approver=cast.root)
+        decisions.approve_request(request.pk, approver=cast.root)
 
 
 def test_requester_withdraws_a_pending_request(cast):
     request = submit(cast)
-    services.withdraw_request(request.pk, actor=cast.alice)
+    decisions.withdraw_request(request.pk, actor=cast.alice)
     request.refresh_from_db()
     assert request.status == QuotaRequestStatus.WITHDRAWN
     assert AuditEvent.objects.filter(verb=AuditVerb.WITHDRAW, actor=cast.alice).count() == 1
     with pytest.raises(InvalidTransition):
-        services.withdraw_request(request.pk, actor=cast.alice)
+        decisions.withdraw_request(request.pk, actor=cast.alice)
 
 
 @pytest.mark.parametrize("who", ["bob", "charlie"])
 def test_others_cannot_withdraw(cast, who):
     request = submit(cast)
     with pytest.raises(PermissionDenied):
-        services.withdraw_request(request.pk, actor=getattr(cast, who))
+        decisions.withdraw_request(request.pk, actor=getattr(cast, who))
 
 
 def test_withdrawing_an_approved_request_is_an_invalid_transition(cast):
     request = submit(cast)
-    services.approve_request(request.pk, approver=cast.root)
+    decisions.approve_request(request.pk, approver=cast.root)
     with pytest.raises(InvalidTransition):
-        services.withdraw_request(request.pk, actor=cast.alice)
+        decisions.withdraw_request(request.pk, actor=cast.alice)
 
 
 # ----------------------------------------------------------------------------- temporary grants
@@ -255,21 +255,21 @@ def test_withdrawing_an_approved_request_is_an_invalid_transition(cast):
 def test_a_temporary_grant_is_active_at_once_and_reverts_at_its_end(cast):
     now = timezone.now()
     request = submit(cast, window_end=now + timedelta(days=7), now=now)
-    services.approve_request(request.pk, approver=cast.root, now=now)
+    decisions.approve_request(request.pk, approver=cast.root, now=now)
     request.refresh_from_db()
     assert request.status == QuotaRequestStatus.ACTIVE
     assert gpu_quota(cast.team_a) == (Decimal(30), Decimal(50))
 
-    result = services.expire_temporary_quota(now=now + timedelta(days=6))
+    result = grants.expire_temporary_quota(now=now + timedelta(days=6))
     assert result.expired == []
-    result = services.expire_temporary_quota(now=now + timedelta(days=7, seconds=1))
+    result = grants.expire_temporary_quota(now=now + timedelta(days=7, seconds=1))
     assert result.expired == [request.pk]
     request.refresh_from_db()
     assert request.status == QuotaRequestStatus.EXPIRED
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
     assert AuditEvent.objects.filter(verb=AuditVerb.EXPIRE).count() == 1
     # idempotent
-    assert services.expire_temporary_quota(now=now + timedelta(days=8)).expired == []
+    assert grants.expire_temporary_quota(now=now + timedelta(days=8)).expired == []
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
 
 
@@ -282,33 +282,33 @@ def test_a_future_window_opens_later_and_reserves_capacity_meanwhile(cast):
         window_start=now + timedelta(days=1),
         window_end=now + timedelta(days=2),
     )
-    services.approve_request(request.pk, approver=cast.root, now=now)
+    decisions.approve_request(request.pk, approver=cast.root, now=now)
     request.refresh_from_db()
     assert request.status == QuotaRequestStatus.APPROVED
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
     # The reserved 50 leaves team-b at most 40 (90 - 50), not 70.
-    other = services.submit_request(
+    other = decisions.submit_request(
         team=cast.team_b,
         requester=cast.charlie,
         lines=[LineInput(GPU, "41", "60")],
         justification="x",
     )
     with pytest.raises(QuotaExceeded):
-        services.approve_request(other.pk, approver=cast.root, now=now)
+        decisions.approve_request(other.pk, approver=cast.root, now=now)
 
-    result = services.expire_temporary_quota(now=now + timedelta(days=1, seconds=1))
+    result = grants.expire_temporary_quota(now=now + timedelta(days=1, seconds=1))
     assert result.activated == [request.pk]
     assert gpu_quota(cast.team_a) == (Decimal(50), Decimal(60))
-    services.expire_temporary_quota(now=now + timedelta(days=2, seconds=1))
+    grants.expire_temporary_quota(now=now + timedelta(days=2, seconds=1))
     assert gpu_quota(cast.team_a) == (Decimal(20), Decimal(40))
 
 
 def test_a_revert_composes_with_a_change_made_during_the_window(cast):
     now = timezone.now()
     request = submit(cast, window_end=now + timedelta(days=7), now=now)  # +10 and +10
-    services.approve_request(request.pk, approver=cast.root, now=now)
-    services.set_team_quota(cast.team_a, GPU, guarantee="35", limit="60", actor=cast.root)
-    services.expire_temporary_quota(now=now + timedelta(days=8))
+    decisions.approve_request(request.pk, approver=cast.root, now=now)
+    direct.set_team_quota(cast.team_a, GPU, guarantee="35", limit="60", actor=cast.root)
+    grants.expire_temporary_quota(now=now + timedelta(days=8))
     assert gpu_quota(cast.team_a) == (Decimal(25), Decimal(50))
 
 
@@ -316,17 +316,15 @@ def test_a_pending_request_whose_window_passed_cannot_be_approved(cast):
     now = timezone.now()
     request = submit(cast, window_end=now + timedelta(hours=1), now=now)
     with pytest.raises(InvalidTransition):
-        services.approve_request(request.pk, approver=cast.root, now=now + timedelta(hours=2))
+        decisions.approve_request(request.pk, approver=cast.root, now=now + timedelta(hours=2))
 
 
 def test_set_team_quota_is_admin_only_and_checks_capacity(cast):
     with pytest.raises(PermissionDenied):
-        services.set_team_quota(cast.team_a, GPU, guarantee="1", limit="2", actor=cast.alice)
+        direct.set_team_quota(cast.team_a, GPU, guarantee="1", limit="2", actor=cast.alice)
     with pytest.raises(QuotaExceeded):
-        services.set_team_quota(cast.team_a, GPU, guarantee="61", limit="80", actor=cast.root)
-    quota = services.set_team_quota(
-        cast.team_a, "cpu", guarantee="500m", limit="2", actor=cast.root
-    )
+        direct.set_team_quota(cast.team_a, GPU, guarantee="61", limit="80", actor=cast.root)
+    quota = direct.set_team_quota(cast.team_a, "cpu", guarantee="500m", limit="2", actor=cast.root)
     assert quota.guarantee == Decimal("0.5")
 
 
@@ -347,11 +345,11 @@ def test_changes_in_a_coalesced_block_notify_once_after_commit(
         with (
             django_capture_on_commit_callbacks(execute=True),
             transaction.atomic(),
-            services.coalesced_quota_changes("rebalance"),
+            changes.coalesced_quota_changes("rebalance"),
         ):
-            services.set_team_quota(cast.team_a, GPU, guarantee="10", limit="40", actor=cast.root)
-            services.set_team_quota(cast.team_b, GPU, guarantee="20", limit="60", actor=cast.root)
-            services.set_team_quota(cast.team_b, "cpu", guarantee="4", limit="8", actor=cast.root)
+            direct.set_team_quota(cast.team_a, GPU, guarantee="10", limit="40", actor=cast.root)
+            direct.set_team_quota(cast.team_b, GPU, guarantee="20", limit="60", actor=cast.root)
+            direct.set_team_quota(cast.team_b, "cpu", guarantee="4", limit="8", actor=cast.root)
     finally:
         quota_changed.disconnect(listener)
     assert seen == [(sorted([cast.team_a.pk, cast.team_b.pk]), "rebalance")]

@@ -18,9 +18,9 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from quotas import services
+from quotas import decisions, direct
+from quotas.lines import LineInput
 from quotas.models import QuotaRequest, TeamQuota
-from quotas.services import LineInput
 from tests.base import GPU
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ def _messages(error: ValidationError) -> str:
 def test_a_zero_department_limit_over_a_teams_limit_is_refused_with_the_reason(cast):
     TeamQuota.objects.create(team=cast.team_a, resource=MIG, guarantee=0, limit=Decimal(8))
     with pytest.raises(ValidationError) as caught:
-        services.set_team_quotas(cast.dept, [LineInput(MIG, "0", "0")], actor=cast.root)
+        direct.set_team_quotas(cast.dept, [LineInput(MIG, "0", "0")], actor=cast.root)
     assert list(caught.value.message_dict) == [f"{MIG}.limit"]
     text = _messages(caught.value)
     assert "dept-x's limit is 0 while team-a's limit would be 8" in text
@@ -46,33 +46,33 @@ def test_a_zero_department_limit_over_a_teams_limit_is_refused_with_the_reason(c
 def test_a_teams_positive_limit_under_a_zero_department_limit_is_refused(cast):
     TeamQuota.objects.create(team=cast.dept, resource=MIG, guarantee=0, limit=Decimal(0))
     with pytest.raises(ValidationError) as caught:
-        services.set_team_quotas(cast.team_a, [LineInput(MIG, "0", "8")], actor=cast.root)
+        direct.set_team_quotas(cast.team_a, [LineInput(MIG, "0", "8")], actor=cast.root)
     assert "dept-x's limit is 0" in _messages(caught.value)
 
 
 def test_a_zero_cpu_limit_is_refused_as_a_limit_that_limits_nothing(cast):
     TeamQuota.objects.create(team=cast.team_a, resource="cpu", guarantee=0, limit=Decimal(16))
     with pytest.raises(ValidationError) as caught:
-        services.set_team_quotas(cast.dept, [LineInput("cpu", "0", "0")], actor=cast.root)
+        direct.set_team_quotas(cast.dept, [LineInput("cpu", "0", "0")], actor=cast.root)
     assert "no ceiling at all" in _messages(caught.value)
 
 
 def test_zero_over_teams_without_a_limit_or_with_zero_stays_allowed(cast):
     TeamQuota.objects.create(team=cast.team_b, resource=MIG, guarantee=0, limit=Decimal(0))
-    services.set_team_quotas(cast.dept, [LineInput(MIG, "0", "0")], actor=cast.root)
+    direct.set_team_quotas(cast.dept, [LineInput(MIG, "0", "0")], actor=cast.root)
     assert TeamQuota.objects.get(team=cast.dept, resource=MIG).limit == 0
 
 
 def test_an_approval_that_would_break_it_is_refused(cast):
     TeamQuota.objects.create(team=cast.dept, resource=MIG, guarantee=0, limit=Decimal(0))
-    request = services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
         lines=[{"resource": MIG, "guarantee": "0", "limit": "8"}],
         justification="MIG slices",
     )
     with pytest.raises(ValidationError, match="capacity plugin"):
-        services.approve_request(request.pk, approver=cast.root)
+        decisions.approve_request(request.pk, approver=cast.root)
     assert QuotaRequest.objects.get(pk=request.pk).status == "pending"
 
 

@@ -29,10 +29,12 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 from quotas.api.serializers import TeamSerializer
+from quotas.decisions import approve_request, submit_request
+from quotas.direct import set_team_quota
 from quotas.exceptions import DomainError as QuotaDomainError
+from quotas.lines import LineInput
 from quotas.models import Namespace, Team
 from quotas.rebalance import rebalance
-from quotas.services import LineInput, approve_request, set_team_quota, submit_request
 from scheduling import services
 from scheduling.choices import SyncStatus
 from scheduling.domain.types import OVERCOMMITTABLE_RESOURCES

@@ -13,8 +13,8 @@ from celery.canvas import _chain
 from django.urls import reverse
 from django.utils import timezone
 
-from quotas import services as quota_services
-from quotas.services import LineInput
+from quotas import decisions, direct, grants
+from quotas.lines import LineInput
 from scheduling import tasks
 from scheduling.choices import SyncStatus
 from scheduling.models import SyncRun
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 
 def submit(cast, team=None, **kwargs):
-    return quota_services.submit_request(
+    return decisions.submit_request(
         team=team or cast.team_a,
         requester=cast.alice if team is None else cast.charlie,
         lines=[LineInput(GPU, "30", "50")],
@@ -56,7 +56,7 @@ def test_an_approval_records_the_request_on_the_sync_that_applies_it(
     settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
     req = submit(cast)
     with django_capture_on_commit_callbacks(execute=True):
-        quota_services.approve_request(req.pk, approver=cast.root)
+        decisions.approve_request(req.pk, approver=cast.root)
 
     started = [c for c in syncs_started if "run_id" not in c]
     assert started == [
@@ -76,7 +76,7 @@ def test_other_quota_changes_record_no_request(
 ):
     settings.FAIRSHARE_CLUSTER = "kubeconfig:/nonexistent"  # runs are created, never executed
     with django_capture_on_commit_callbacks(execute=True):
-        quota_services.set_team_quota(cast.team_a, GPU, guarantee="10", limit="40", actor=cast.root)
+        direct.set_team_quota(cast.team_a, GPU, guarantee="10", limit="40", actor=cast.root)
 
     (started,) = [c for c in syncs_started if "run_id" not in c]
     assert "quota_requests" not in started
@@ -91,12 +91,12 @@ def test_a_scheduled_grant_is_recorded_on_the_sync_of_its_activation_not_its_app
     start, end = now + timedelta(days=1), now + timedelta(days=2)
     req = submit(cast, window_start=start, window_end=end, now=now)
     with django_capture_on_commit_callbacks(execute=True):
-        quota_services.approve_request(req.pk, approver=cast.root, now=now)
+        decisions.approve_request(req.pk, approver=cast.root, now=now)
     (at_approval,) = SyncRun.objects.all()
     assert not at_approval.quota_requests.exists()  # nothing applied yet
 
     with django_capture_on_commit_callbacks(execute=True):
-        quota_services.expire_temporary_quota(now=start + timedelta(minutes=1))
+        grants.expire_temporary_quota(now=start + timedelta(minutes=1))
 
     at_activation = SyncRun.objects.exclude(pk=at_approval.pk).get()
     assert at_activation.trigger == "quota-change:activate"
@@ -109,7 +109,7 @@ def test_a_merged_run_hands_its_requests_to_the_run_that_carries_it_out(
     settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
     monkeypatch.setattr(tasks.sync_cluster, "delay", lambda run_id: None)
     req = submit(cast)
-    quota_services.approve_request(req.pk, approver=cast.root)
+    decisions.approve_request(req.pk, approver=cast.root)
     leader = create_run(teams=["team-b"])
     merged = create_run(teams=["team-a"], quota_requests=[req.pk])
 
@@ -128,7 +128,7 @@ def test_a_merged_run_hands_its_requests_to_the_run_that_carries_it_out(
 def test_the_request_and_its_sync_link_to_each_other_for_whoever_may_see_them(cast, client):
     mine, theirs = submit(cast), submit(cast, team=cast.team_b)
     for req in (mine, theirs):
-        quota_services.approve_request(req.pk, approver=cast.root)
+        decisions.approve_request(req.pk, approver=cast.root)
     run = create_run(teams=["team-a", "team-b"], quota_requests=[mine.pk, theirs.pk])
     run_url = reverse("scheduling:syncrun", args=[run.pk])
     mine_url = reverse("portal:quotarequest", args=[mine.pk])
@@ -167,7 +167,7 @@ def test_a_pending_request_names_no_sync(cast, client):
 
 def test_the_sync_api_gives_the_requests_a_run_applied_to_admins_only(cast, client):
     req = submit(cast)
-    quota_services.approve_request(req.pk, approver=cast.root)
+    decisions.approve_request(req.pk, approver=cast.root)
     run = create_run(teams=["team-a"], quota_requests=[req.pk])
     url = reverse("scheduling-api:syncrun-detail", args=[run.pk])
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from quotas import services as quota_services
+from quotas import decisions, lines
 from scheduling.models import ShareComputation, ShareSnapshot
 from tests.base import GPU
 
@@ -139,10 +139,10 @@ def test_with_all_a_leads_preview_names_every_team(cast, settings):
 def test_a_stored_preview_is_shown_by_the_viewers_rule(cast):
     from scheduling.services import what_if_for_request
 
-    request = quota_services.submit_request(
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[quota_services.LineInput(GPU, "50", "60")],
+        lines=[lines.LineInput(GPU, "50", "60")],
         justification="x",
     )
     request.preview = what_if_for_request(request).to_dict()

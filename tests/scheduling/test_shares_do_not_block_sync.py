@@ -11,7 +11,8 @@ from django.urls import reverse
 
 from config.celery import app
 from quotas import members
-from quotas.services import LineInput, approve_request, submit_request
+from quotas.decisions import approve_request, submit_request
+from quotas.lines import LineInput
 from scheduling import services
 from scheduling.choices import SyncStatus
 from scheduling.exceptions import ShareProblemError

@@ -11,7 +11,7 @@ from celery.canvas import _chain
 from kombu.exceptions import OperationalError
 
 from kube.errors import K8sTransient
-from quotas.services import set_team_quota
+from quotas.direct import set_team_quota
 from quotas.signals import quota_changed
 from scheduling import sync, tasks
 from scheduling.choices import SyncStatus

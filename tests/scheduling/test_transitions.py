@@ -497,8 +497,8 @@ def test_a_quota_change_must_also_hold_for_the_team_a_waiting_deactivation_still
     rules now hold for both views: the change is refused with the reason."""
     from django.core.exceptions import ValidationError
 
-    from quotas import services
-    from quotas.services import LineInput
+    from quotas import direct
+    from quotas.lines import LineInput
 
     Namespace.objects.create(name="dept-x-ops", team=world.dept)
     sync_now()
@@ -509,7 +509,7 @@ def test_a_quota_change_must_also_hold_for_the_team_a_waiting_deactivation_still
     assert Transition.objects.get(team=dept).state == TransitionState.WAITING
 
     with pytest.raises(ValidationError) as caught:
-        services.set_team_quotas(dept, [LineInput(GPU, "0", "0")], actor=world.root)
+        direct.set_team_quotas(dept, [LineInput(GPU, "0", "0")], actor=world.root)
     assert "dept-x" in str(caught.value)
     sync_now()
     assert_nothing_stranded(cluster)

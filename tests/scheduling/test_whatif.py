@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from monitoring.models import UsageSample
-from quotas import services as quota_services
+from quotas import decisions, lines
 from quotas.models import AuditEvent, Namespace, QuotaRequest, TeamQuota
 from scheduling.models import ShareComputation, ShareSnapshot
 from scheduling.services import what_if, what_if_for_request
@@ -33,10 +33,10 @@ def usage(team, namespace: str, allocated, pending=0):
 
 
 def request_gpus(cast, guarantee: str, limit: str) -> QuotaRequest:
-    return quota_services.submit_request(
+    return decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[quota_services.LineInput(GPU, guarantee, limit)],
+        lines=[lines.LineInput(GPU, guarantee, limit)],
         justification="Bigger sweep.",
     )
 
@@ -224,7 +224,7 @@ def test_to_dict_is_json_ready_and_can_be_stored_as_the_request_preview(cast):
     result = what_if_for_request(request, now=NOW)
 
     preview = json.loads(json.dumps(result.to_dict()))
-    quota_services.approve_request(request.pk, approver=cast.root, preview=preview, now=NOW)
+    decisions.approve_request(request.pk, approver=cast.root, preview=preview, now=NOW)
 
     request.refresh_from_db()
     assert request.preview["losers"] == {"team-b": {GPU: "10"}}

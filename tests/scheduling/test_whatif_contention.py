@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from monitoring.models import UsageSample
-from quotas import services as quota_services
+from quotas import decisions, direct, lines
 from scheduling.services import FLAG_HIERARCHY, what_if, what_if_for_request
 from tests.base import GPU
 
@@ -61,11 +61,11 @@ def test_the_contention_of_a_team_without_a_ceiling_is_its_demand(cast):
 
 
 def test_a_request_over_the_departments_limit_is_a_warning_in_the_preview(cast):
-    quota_services.set_team_quota(cast.dept, GPU, guarantee="0", limit="70", actor=cast.root)
-    request = quota_services.submit_request(
+    direct.set_team_quota(cast.dept, GPU, guarantee="0", limit="70", actor=cast.root)
+    request = decisions.submit_request(
         team=cast.team_a,
         requester=cast.alice,
-        lines=[quota_services.LineInput(GPU, "45", "80")],
+        lines=[lines.LineInput(GPU, "45", "80")],
         justification="Bigger sweep.",
     )
 
@@ -82,6 +82,6 @@ def test_a_request_over_the_departments_limit_is_a_warning_in_the_preview(cast):
 
 
 def test_a_request_within_the_rules_has_no_hierarchy_warning(cast):
-    quota_services.set_team_quota(cast.dept, GPU, guarantee="0", limit="70", actor=cast.root)
+    direct.set_team_quota(cast.dept, GPU, guarantee="0", limit="70", actor=cast.root)
     result = what_if({"team-a": {"guarantee": {GPU: "25"}, "limit": {GPU: "40"}}}, now=NOW)
     assert [f for f in result.flags if f.kind == FLAG_HIERARCHY] == []

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from monitoring.models import CapacitySnapshot, RateCard
-from quotas import services
+from quotas import decisions, lines
 from quotas.choices import MembershipRole, PreemptionPolicy
 from quotas.models import (
     Budget,
@@ -307,11 +307,11 @@ class Command(BaseCommand):
         once(
             teams["production-team"],
             "[demo] Inference launch",
-            lambda: services.approve_request(
-                services.submit_request(
+            lambda: decisions.approve_request(
+                decisions.submit_request(
                     team=teams["production-team"],
                     requester=paul,
-                    lines=[services.LineInput(GPU, "96", "136")],
+                    lines=[lines.LineInput(GPU, "96", "136")],
                     justification="[demo] Inference launch needs headroom for autoscaling.",
                 ).pk,
                 approver=admin,
@@ -321,11 +321,11 @@ class Command(BaseCommand):
         once(
             teams["speech-team"],
             "[demo] Bigger ASR sweep",
-            lambda: services.reject_request(
-                services.submit_request(
+            lambda: decisions.reject_request(
+                decisions.submit_request(
                     team=teams["speech-team"],
                     requester=sam,
-                    lines=[services.LineInput(GPU, "64", "96")],
+                    lines=[lines.LineInput(GPU, "64", "96")],
                     justification="[demo] Bigger ASR sweep.",
                 ).pk,
                 approver=admin,
@@ -335,10 +335,10 @@ class Command(BaseCommand):
         once(
             teams["research-team"],
             "[demo] Pre-training run",
-            lambda: services.submit_request(
+            lambda: decisions.submit_request(
                 team=teams["research-team"],
                 requester=rita,
-                lines=[services.LineInput(GPU, "48", "80")],
+                lines=[lines.LineInput(GPU, "48", "80")],
                 justification="[demo] Pre-training run for the 70B model, one week.",
                 window_start=now,
                 window_end=now + timedelta(days=7),
@@ -347,12 +347,12 @@ class Command(BaseCommand):
         once(
             teams["cv-team"],
             "[demo] New labelled dataset",
-            lambda: services.submit_request(
+            lambda: decisions.submit_request(
                 team=teams["cv-team"],
                 requester=carl,
                 lines=[
-                    services.LineInput("cpu", "384", "640"),
-                    services.LineInput("memory", "1536Gi", "2560Gi"),
+                    lines.LineInput("cpu", "384", "640"),
+                    lines.LineInput("memory", "1536Gi", "2560Gi"),
                 ],
                 justification="[demo] New labelled dataset needs more preprocessing CPUs.",
             ),
