@@ -79,6 +79,7 @@ from scheduling.choices import SyncAction, SyncStatus  # noqa: E402
 from scheduling.domain.render import LABEL_MANAGED_BY, LABEL_TEAM  # noqa: E402
 from scheduling.exceptions import DomainError  # noqa: E402
 from scheduling.models import SyncRun  # noqa: E402
+from scheduling.sync import planning, writers  # noqa: E402
 from tests.kubeapi import volcano  # noqa: E402
 from tests.kubeapi.server import FakeKubeApi  # noqa: E402
 
@@ -277,15 +278,15 @@ class Soak:
     @contextlib.contextmanager
     def _seams(self) -> Iterator[None]:
         """Fast back-off in the sync engine, DELETEs recorded, no Celery chains on changes."""
-        original_retry = sync.call_with_retry
+        original_retry = writers.call_with_retry  # the writers' and the LISTs' (planning)
         original_delete = self.server._delete
-        sync.call_with_retry = self._call_with_retry
+        writers.call_with_retry = planning.call_with_retry = self._call_with_retry
         self.server._delete = functools.partial(self._record_delete, original_delete)
         disconnected = quota_changed.disconnect(dispatch_uid="scheduling.sync_on_quota")
         try:
             yield
         finally:
-            sync.call_with_retry = original_retry
+            writers.call_with_retry = planning.call_with_retry = original_retry
             del self.server._delete  # back to the class's method
             if disconnected:
                 from scheduling import receivers
@@ -331,7 +332,7 @@ class Soak:
             # Every other pass through the cycle the fault outlasts the retries of the run's
             # first LIST, and the whole run fails (no items). Timeouts are slow: once only.
             outlast = (self._cycle - 1) // len(CYCLE) % 2 == 1 and fault != "timeout"
-            times = sync.RETRY_ATTEMPTS if outlast else 1
+            times = planning.RETRY_ATTEMPTS if outlast else 1
             first = self._rule(fault, verb=None, kind=None, times=times)
         rules = [(fault, first)]
         for _ in range(rng.choice((0, 0, 1, 2))):
@@ -679,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
     db = settings.DATABASES["default"]
     if "soak" not in str(db["NAME"]):
         sys.exit(f"refusing to flush database {db['NAME']!r}: its name must contain 'soak'")
-    print(f"database: {db['ENGINE']} {db['NAME']}; sync lock: {sync._lock_url() or 'database'}")
+    print(f"database: {db['ENGINE']} {db['NAME']}; sync lock: {sync.lock_url() or 'database'}")
     call_command("migrate", verbosity=0)
     call_command("flush", interactive=False, verbosity=0)
     make_cast()

@@ -16,7 +16,7 @@ class SchedulingConfig(AppConfig):
 
         # Importing the task module registers its Celery tasks in every process, not only
         # the worker (whose autodiscovery runs at start-up): the web process enqueues
-        # ``sync_cluster`` by name (scheduling.sync._sync_task) and would otherwise raise
+        # ``sync_cluster`` by name (scheduling.sync.runs.sync_task) and would otherwise raise
         # NotRegistered.
 
         # Workloads waiting "over the fair share" are judged against the latest shares

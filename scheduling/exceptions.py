@@ -11,3 +11,7 @@ class NoCapacity(DomainError):
 
 class ShareProblemError(DomainError):
     """The quotas (or proposed changes) make an invalid DRF problem; the message says why."""
+
+
+class SyncError(DomainError):
+    """A sync could not be carried out (the run records why)."""

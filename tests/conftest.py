@@ -18,7 +18,7 @@ def cast(db):
 
 @pytest.fixture(autouse=True)
 def _sync_lock_per_worker(settings, worker_id):
-    """The sync lock's Redis key names the database (scheduling.sync._lock_key); every xdist
+    """The sync lock's Redis key names the database (scheduling.sync.flight.lock_key); every xdist
     worker's in-memory SQLite test database has the same name, so give each worker its own."""
     from django.db import connection
 

@@ -137,7 +137,7 @@ def test_only_node_agent_tokens_ingest(cast, client_as, role):
 
 def test_an_admin_triggers_a_sync_and_gets_202_with_the_run_url(cast, client_as, monkeypatch):
     enqueued = []
-    monkeypatch.setattr("scheduling.sync._enqueue", enqueued.append)
+    monkeypatch.setattr("scheduling.sync.runs._enqueue", enqueued.append)
     client = client_as("admin")
     response = client.post(reverse("scheduling-api:syncrun-list"), {"dry_run": True}, format="json")
     assert response.status_code == 202

@@ -9,9 +9,8 @@ import pytest
 
 from kube import apply
 from quotas.models import Team
-from scheduling import sync
 from scheduling.choices import SyncStatus
-from scheduling.sync import create_run, run_sync
+from scheduling.sync import create_run, run_sync, writers
 
 
 def test_a_delete_with_the_live_object_sends_its_uid_and_resource_version(monkeypatch):
@@ -49,13 +48,13 @@ def test_a_sync_prunes_with_the_observed_objects_preconditions(
         for obj in kubeapi.objects(kind)
     }
     deletes = []
-    real = sync.delete
+    real = writers.delete
 
     def recording(client, kind, name, namespace=None, **kw):
         deletes.append((kind, namespace, name, kw.get("live")))
         return real(client, kind, name, namespace, **kw)
 
-    monkeypatch.setattr(sync, "delete", recording)
+    monkeypatch.setattr(writers, "delete", recording)
 
     run = run_sync(create_run().pk)
 
@@ -82,7 +81,7 @@ def test_an_object_changed_after_the_sync_observed_it_is_not_pruned(
     settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
     run_sync(create_run().pk)
     Team.objects.filter(pk=cast.team_a.pk).update(active=False)
-    real = sync.delete
+    real = writers.delete
     touched = []
 
     def racing(client, kind, name, namespace=None, **kw):
@@ -93,7 +92,7 @@ def test_an_object_changed_after_the_sync_observed_it_is_not_pruned(
             touched.append((namespace, name))
         return real(client, kind, name, namespace, **kw)
 
-    monkeypatch.setattr(sync, "delete", racing)
+    monkeypatch.setattr(writers, "delete", racing)
 
     run = run_sync(create_run().pk)
 

@@ -135,8 +135,8 @@ def test_requests_waiting_on_a_dead_worker_are_carried_out_by_the_next_run(
     enqueued: list[int] = []
     monkeypatch.setattr("scheduling.tasks.sync_cluster.delay", enqueued.append)
     dead = SyncRun.objects.create(status=SyncStatus.RUNNING, heartbeat_at=timezone.now())
-    client = redis.Redis.from_url(sync._lock_url())
-    client.set(sync._lock_key(), f"{dead.pk}:deadbeef", ex=900)
+    client = redis.Redis.from_url(sync.lock_url())
+    client.set(sync.lock_key(), f"{dead.pk}:deadbeef", ex=900)
     try:
         waiting = run_sync(create_run(teams=["team-a"]).pk)
         assert waiting.status == SyncStatus.QUEUED
@@ -146,7 +146,7 @@ def test_requests_waiting_on_a_dead_worker_are_carried_out_by_the_next_run(
         SyncRun.objects.filter(pk=dead.pk).update(heartbeat_at=long_ago)
         beat = run_sync(create_run(trigger="schedule").pk)
     finally:
-        client.delete(sync._lock_key())
+        client.delete(sync.lock_key())
         client.close()
 
     dead.refresh_from_db()

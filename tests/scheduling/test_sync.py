@@ -41,7 +41,7 @@ def cluster(kubeapi, settings):
 @pytest.fixture
 def quick_retries(monkeypatch):
     """Fewer attempts per call so the failure paths do not sleep for seconds."""
-    monkeypatch.setattr(sync, "RETRY_ATTEMPTS", 2)
+    monkeypatch.setattr("scheduling.sync.planning.RETRY_ATTEMPTS", 2)
 
 
 def sync_now(**kwargs) -> SyncRun:
@@ -609,11 +609,13 @@ def test_items_are_recorded_exactly_and_in_plan_order():
     PostgreSQL escapes tabs, newlines and backslashes; bulk_create elsewhere)."""
     from scheduling.domain.plan import Change
     from scheduling.models import SyncItem
+    from scheduling.sync.recording import _insert_items
+    from scheduling.sync.writers import Outcome
 
     run = create_run()
     awkward = "a\tb\\nc\nd\r\n\\\\ é 🚀 \\N \x7f"
     outcomes = [
-        sync._Outcome(
+        Outcome(
             Change("create", "ResourceQuota", f"ns-{i}", "fairshare", None, ()),
             action="failed" if i == 1 else "create",
             drift=i == 2,
@@ -624,7 +626,7 @@ def test_items_are_recorded_exactly_and_in_plan_order():
         for i in range(3)
     ]
 
-    sync._insert_items(run.pk, outcomes)
+    _insert_items(run.pk, outcomes)
 
     items = list(
         run.items.order_by("id").values_list(

@@ -107,7 +107,7 @@ def test_the_task_retries_only_transient_errors_a_bounded_number_of_times():
 def test_the_task_retries_an_unreachable_server_on_the_same_run_then_fails_it(
     cast, cluster, monkeypatch
 ):
-    monkeypatch.setattr(sync, "RETRY_ATTEMPTS", 1)
+    monkeypatch.setattr("scheduling.sync.planning.RETRY_ATTEMPTS", 1)
     run = create_run()
     calls = []
     real = sync.run_sync

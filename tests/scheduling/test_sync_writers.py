@@ -86,11 +86,11 @@ def test_a_failed_write_fails_only_its_object_among_concurrent_ones(cluster, set
 def test_an_unexpected_error_in_a_writer_fails_its_object_and_the_sync_finishes(
     cluster, settings, monkeypatch
 ):
-    from scheduling import sync
+    from scheduling.sync import writers
 
     settings.FAIRSHARE_SYNC_WORKERS = 4
     make_cast()
-    real = sync.server_side_apply
+    real = writers.server_side_apply
 
     def apply(api_client, manifest, **kw):
         meta = manifest["metadata"]
@@ -98,7 +98,7 @@ def test_an_unexpected_error_in_a_writer_fails_its_object_and_the_sync_finishes(
             raise RuntimeError("a bug in a writer")
         return real(api_client, manifest, **kw)
 
-    monkeypatch.setattr(sync, "server_side_apply", apply)
+    monkeypatch.setattr(writers, "server_side_apply", apply)
 
     run = first_sync()
 

@@ -27,7 +27,7 @@ def cluster(kubeapi, settings, monkeypatch):
     settings.FAIRSHARE_CLUSTER = f"kubeconfig:{kubeapi.kubeconfig_path}"
     settings.FAIRSHARE_KUBE_TIMEOUT = 5
     monkeypatch.setattr("scheduling.tasks.sync_cluster.delay", lambda *a, **k: None)
-    monkeypatch.setattr("scheduling.sync._enqueue", lambda run_id: None)
+    monkeypatch.setattr("scheduling.sync.runs._enqueue", lambda run_id: None)
     return kubeapi
 
 

@@ -39,21 +39,21 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, interval: float = 1.0, seconds: float = 0.0, **options):
-        from scheduling.sync import _build_client, _cluster_mode
+        from scheduling.sync import build_client, cluster_mode
         from scheduling.watch import DriftWatcher
 
         if interval <= 0:
             raise CommandError("--interval must be greater than 0 seconds.")
         if seconds < 0:
             raise CommandError("--seconds must be 0 (run until stopped) or more.")
-        mode = _cluster_mode()[0]
+        mode = cluster_mode()[0]
         if mode not in ("kubeconfig", "in-cluster"):
             raise CommandError(
                 f"watch_cluster needs an API server; FAIRSHARE_CLUSTER is "
                 f"{settings.FAIRSHARE_CLUSTER!r} (use kubeconfig[:PATH] or in-cluster)."
             )
         try:
-            api_client = _build_client()
+            api_client = build_client()
         except (DomainError, K8sError) as e:
             raise CommandError(str(e)) from e
         stop = threading.Event()
