@@ -1016,9 +1016,9 @@ def test_quantities_are_shown_readably(amount, resource, shown):
 
 
 def test_the_dashboard_pages_and_sorts_all_teams_server_side(client, cast, settings):
-    from portal.views import dashboard as views
+    from portal import dashboard
 
-    for i in range(views.DASHBOARD_PAGE_SIZE + 5):
+    for i in range(dashboard.PAGE_SIZE + 5):
         Team.objects.create(slug=f"bulk-{i:03d}", name=f"Bulk {i}", weight=(i % 7) + 1)
     client.force_login(cast.root)
     first = client.get(reverse("home")).content.decode()
