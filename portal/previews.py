@@ -63,83 +63,12 @@ def present_whatif(
         return None
     if data.get("error"):
         return {"error": explain_share_error(data["error"])}
-    teams = []
-    for team in data.get("teams", []):
-        before, after = team.get("before", {}), team.get("after", {})
-        fair_before, fair_after = (
-            before.get("fair_allocation", {}),
-            after.get("fair_allocation", {}),
-        )
-        delta = team.get("delta", {})
-        contention = team.get("contention") or {}
-        contended_before = contention.get("before") or {}
-        contended_after = contention.get("after") or {}
-        rows = [
-            {
-                "resource": resource,
-                "before": fair_before.get(resource),
-                "after": fair_after.get(resource),
-                "delta": delta.get(resource, "0"),
-                "lost": decimal_or_zero(delta.get(resource)) < 0,
-                "moved": decimal_or_zero(delta.get(resource)) != 0,
-                # Under full contention (every team demanding its limit): what a guarantee buys.
-                # Stored previews from before this was computed have none.
-                "contention_before": contended_before.get(resource) if contention else None,
-                "contention_after": contended_after.get(resource) if contention else None,
-                "contention_gain": decimal_or_zero(contended_after.get(resource))
-                > decimal_or_zero(contended_before.get(resource)),
-            }
-            for resource in sorted(
-                fair_before.keys() | fair_after.keys() | delta.keys(),
-                key=lambda r: (r != "nvidia.com/gpu", r),
-            )
-        ]
-        teams.append(
-            {
-                "slug": team.get("team"),
-                "weight_before": before.get("weight"),
-                "weight_after": after.get("weight"),
-                "share_before": before.get("fair_share"),
-                "share_after": after.get("fair_share"),
-                "why_before": before.get("why", ""),
-                "why_after": after.get("why", ""),
-                "rows": rows,
-                "changed": any(decimal_or_zero(v) != 0 for v in delta.values())
-                or before.get("weight") != after.get("weight"),
-            }
-        )
+    teams = [_team_rows(team) for team in data.get("teams", [])]
 
     def named(slug) -> bool:
         return visible is None or slug == focus or slug in visible
 
-    losers = [
-        {
-            "slug": slug,
-            "amounts": [
-                {"resource": r, "amount": a}
-                for r, a in sorted(amounts.items())
-                if decimal_or_zero(a) > 0
-            ],
-        }
-        for slug, amounts in sorted(data.get("losers", {}).items())
-        if slug != focus and named(slug)
-    ]
-    hidden_losses: dict[str, Decimal] = defaultdict(Decimal)
-    for slug, amounts in data.get("losers", {}).items():
-        if slug != focus and not named(slug):
-            for resource, amount in amounts.items():
-                hidden_losses[resource] += decimal_or_zero(amount)
-    if any(amount > 0 for amount in hidden_losses.values()):
-        losers.append(
-            {
-                "slug": None,  # "other teams", together
-                "amounts": [
-                    {"resource": r, "amount": str(a)}
-                    for r, a in sorted(hidden_losses.items())
-                    if a > 0
-                ],
-            }
-        )
+    losers = _losers(data.get("losers", {}), focus, named)
     focused = next((t for t in teams if t["slug"] == focus), None)
     changes = [_team_change(team) for team in data.get("teams", [])]
     by_slug = {change.slug: change for change in changes}
@@ -171,6 +100,86 @@ def present_whatif(
             for f in data.get("flags", [])
         ),
     }
+
+
+def _team_rows(team: dict) -> dict:
+    """One team of a preview: its fair allocation before and after per resource (and under full
+    contention, where the preview has it), its weight, share and why, and whether it moved."""
+    before, after = team.get("before", {}), team.get("after", {})
+    fair_before, fair_after = (
+        before.get("fair_allocation", {}),
+        after.get("fair_allocation", {}),
+    )
+    delta = team.get("delta", {})
+    contention = team.get("contention") or {}
+    contended_before = contention.get("before") or {}
+    contended_after = contention.get("after") or {}
+    rows = [
+        {
+            "resource": resource,
+            "before": fair_before.get(resource),
+            "after": fair_after.get(resource),
+            "delta": delta.get(resource, "0"),
+            "lost": decimal_or_zero(delta.get(resource)) < 0,
+            "moved": decimal_or_zero(delta.get(resource)) != 0,
+            # Under full contention (every team demanding its limit): what a guarantee buys.
+            # Stored previews from before this was computed have none.
+            "contention_before": contended_before.get(resource) if contention else None,
+            "contention_after": contended_after.get(resource) if contention else None,
+            "contention_gain": decimal_or_zero(contended_after.get(resource))
+            > decimal_or_zero(contended_before.get(resource)),
+        }
+        for resource in sorted(
+            fair_before.keys() | fair_after.keys() | delta.keys(),
+            key=lambda r: (r != "nvidia.com/gpu", r),
+        )
+    ]
+    return {
+        "slug": team.get("team"),
+        "weight_before": before.get("weight"),
+        "weight_after": after.get("weight"),
+        "share_before": before.get("fair_share"),
+        "share_after": after.get("fair_share"),
+        "why_before": before.get("why", ""),
+        "why_after": after.get("why", ""),
+        "rows": rows,
+        "changed": any(decimal_or_zero(v) != 0 for v in delta.values())
+        or before.get("weight") != after.get("weight"),
+    }
+
+
+def _losers(losers_of: dict, focus: str | None, named) -> list[dict]:
+    """Who gives up how much: the teams the viewer may name, one by one, and the others summed
+    into one anonymous line."""
+    losers = [
+        {
+            "slug": slug,
+            "amounts": [
+                {"resource": r, "amount": a}
+                for r, a in sorted(amounts.items())
+                if decimal_or_zero(a) > 0
+            ],
+        }
+        for slug, amounts in sorted(losers_of.items())
+        if slug != focus and named(slug)
+    ]
+    hidden_losses: dict[str, Decimal] = defaultdict(Decimal)
+    for slug, amounts in losers_of.items():
+        if slug != focus and not named(slug):
+            for resource, amount in amounts.items():
+                hidden_losses[resource] += decimal_or_zero(amount)
+    if any(amount > 0 for amount in hidden_losses.values()):
+        losers.append(
+            {
+                "slug": None,  # "other teams", together
+                "amounts": [
+                    {"resource": r, "amount": str(a)}
+                    for r, a in sorted(hidden_losses.items())
+                    if a > 0
+                ],
+            }
+        )
+    return losers
 
 
 def _team_change(team: dict) -> whatif_domain.TeamChange:

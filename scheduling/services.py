@@ -501,31 +501,72 @@ def what_if(
     }
 
     flags: list[Flag] = list(hierarchy)
+    flags += _capacity_flags(
+        changes, after_problem, inputs, now=now, exclude_request=exclude_request
+    )
+    flags += _below_usage_flags(changes, after_problem, after)
+    flags += _above_demand_flags(changes, after_problem, after, inputs)
+    flags.extend(
+        Flag(kind=FLAG_GUARANTEES_SCALED, message=note)
+        for note in after_problem.notes
+        if note not in before_problem.notes
+    )
+    return WhatIf(
+        computed_at=now,
+        changes=_changes_json(changes),
+        capacity=inputs.capacity,
+        teams=outcomes,
+        flags=flags,
+        usage_taken_at=inputs.usage_taken_at,
+    )
+
+
+def _capacity_flags(
+    changes: Mapping[str, Mapping],
+    after_problem: Problem,
+    inputs,
+    *,
+    now: datetime,
+    exclude_request: int | None,
+) -> list[Flag]:
+    """Guarantees the changes set that would total over the usable capacity, counted as approval
+    counts them (``committed_guarantees``, without ``exclude_request``)."""
+    flags: list[Flag] = []
     overrides = {
         (after_problem.teams[slug].id, resource): after_problem.teams[slug].guarantee[resource]
         for slug, change in changes.items()
         for resource in change.get("guarantee", {})
     }
-    if overrides:
-        totals = committed_guarantees(overrides, now=now, exclude_request=exclude_request)
-        usable = usable_capacity(inputs.capacity)
-        for resource in sorted({r for _, r in overrides}):
-            total, available = totals.get(resource, Decimal(0)), usable.get(resource, Decimal(0))
-            if total > available:
-                flags.append(
-                    Flag(
-                        kind=FLAG_GUARANTEES_OVER_CAPACITY,
-                        resource=resource,
-                        message=(
-                            f"Guarantees for {resource} would total "
-                            f"{format_quantity(total, resource)}, over the "
-                            f"{format_quantity(available, resource)} that may be guaranteed (the "
-                            f"{format_quantity(inputs.capacity.get(resource, 0), resource)}"
-                            f" schedulable less the {_reserve_percent()} reserve): approval "
-                            "would be refused."
-                        ),
-                    )
+    if not overrides:
+        return flags
+    totals = committed_guarantees(overrides, now=now, exclude_request=exclude_request)
+    usable = usable_capacity(inputs.capacity)
+    for resource in sorted({r for _, r in overrides}):
+        total, available = totals.get(resource, Decimal(0)), usable.get(resource, Decimal(0))
+        if total > available:
+            flags.append(
+                Flag(
+                    kind=FLAG_GUARANTEES_OVER_CAPACITY,
+                    resource=resource,
+                    message=(
+                        f"Guarantees for {resource} would total "
+                        f"{format_quantity(total, resource)}, over the "
+                        f"{format_quantity(available, resource)} that may be guaranteed (the "
+                        f"{format_quantity(inputs.capacity.get(resource, 0), resource)}"
+                        f" schedulable less the {_reserve_percent()} reserve): approval "
+                        "would be refused."
+                    ),
                 )
+            )
+    return flags
+
+
+def _below_usage_flags(
+    changes: Mapping[str, Mapping], after_problem: Problem, after: Mapping[str, Any]
+) -> list[Flag]:
+    """New limits below what the team uses now, with the namespaces that hold it (running pods are
+    not evicted for a quota change)."""
+    flags: list[Flag] = []
     for slug, change in sorted(changes.items()):
         new_limits = after_problem.teams[slug].limit
         for resource in sorted(change.get("limit", {})):
@@ -554,6 +595,15 @@ def what_if(
                     ),
                 )
             )
+    return flags
+
+
+def _above_demand_flags(
+    changes: Mapping[str, Mapping], after_problem: Problem, after: Mapping[str, Any], inputs
+) -> list[Flag]:
+    """Limits above what the team's workloads want now: today's allocation changes only up to that
+    demand (issue 29: a preview never allocates more than a team wants)."""
+    flags: list[Flag] = []
     for slug, change in sorted(changes.items()):
         # A limit above what the team wants changes today's allocation only up to its demand
         # (issue 29: a preview never allocates more than that); say so, with the numbers.
@@ -586,19 +636,7 @@ def what_if(
                     ),
                 )
             )
-    flags.extend(
-        Flag(kind=FLAG_GUARANTEES_SCALED, message=note)
-        for note in after_problem.notes
-        if note not in before_problem.notes
-    )
-    return WhatIf(
-        computed_at=now,
-        changes=_changes_json(changes),
-        capacity=inputs.capacity,
-        teams=outcomes,
-        flags=flags,
-        usage_taken_at=inputs.usage_taken_at,
-    )
+    return flags
 
 
 def _hierarchy_flags(changes: Mapping[str, Mapping], after: Problem) -> list[Flag]:
