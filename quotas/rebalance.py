@@ -138,48 +138,7 @@ def rebalance(changes: Mapping[str, Mapping], *, actor, note: str = "") -> Rebal
         quotas = {
             (q.team_id, q.resource): q for q in TeamQuota.objects.filter(team__in=teams.values())
         }
-        errors: dict[str, list[str]] = {}
-        team_updates: list[tuple[Team, dict]] = []
-        quota_updates: list[tuple[Team, str, Decimal, Decimal | None, Decimal]] = []
-        for slug, change in sorted(changes.items()):
-            team = teams.get(slug)
-            if team is None:
-                errors[slug] = [f"There is no team {slug!r}."]
-                continue
-            unknown = sorted(set(change) - _KEYS)
-            if unknown:
-                errors[f"{slug}.{unknown[0]}"] = ["Unknown field."]
-                continue
-            before = _team_state(team)
-            if "weight" in change:
-                team.weight = change["weight"]
-            if "tier" in change:
-                try:
-                    team.tier = _resolve_tier(change["tier"])
-                except ValidationError as e:
-                    errors[f"{slug}.tier"] = e.message_dict["tier"]
-            try:
-                team.full_clean()
-            except ValidationError as e:
-                for name, messages in e.message_dict.items():
-                    errors[f"{slug}.{name}"] = messages
-            if _team_state(team) != before:
-                team_updates.append((team, before))
-            for resource, raw in sorted(change.get("guarantee", {}).items()):
-                key = f"{slug}.guarantee.{resource}"
-                current = quotas.get((team.pk, resource))
-                limit = current.limit if current else None
-                try:
-                    amount = parse_quantity(raw, field=key)
-                    TeamQuota(team=team, resource=resource, guarantee=amount, limit=limit).clean()
-                except ValidationError as e:
-                    errors[key] = [m for messages in e.message_dict.values() for m in messages]
-                    continue
-                old = current.guarantee if current else Decimal(0)
-                if amount != old:
-                    quota_updates.append((team, resource, amount, limit, old))
-        if errors:
-            raise ValidationError(errors)
+        team_updates, quota_updates = _validated(changes, teams, quotas)
 
         check_capacity({(team.pk, res): amount for team, res, amount, _, _ in quota_updates})
         _check_hierarchy(quota_updates)
@@ -214,6 +173,58 @@ def rebalance(changes: Mapping[str, Mapping], *, actor, note: str = "") -> Rebal
             notify_quota_changed([team.pk for team, _ in team_updates], "rebalance")
         _announce(team_updates, quota_updates, actor=actor, note=note)
     return result
+
+
+def _validated(
+    changes: Mapping[str, Mapping], teams: Mapping[str, Team], quotas: Mapping[tuple, TeamQuota]
+) -> tuple[list[tuple[Team, dict]], list[tuple[Team, str, Decimal, Decimal | None, Decimal]]]:
+    """Step 1 of ``rebalance``: apply every change to the (locked) teams in memory, validate it
+    and collect all the errors at once; return the teams whose weight or tier changed (with
+    their state before) and the guarantees that change ``(team, resource, new, limit, old)``.
+    Raises ValidationError with every error keyed by field; nothing is saved."""
+    errors: dict[str, list[str]] = {}
+    team_updates: list[tuple[Team, dict]] = []
+    quota_updates: list[tuple[Team, str, Decimal, Decimal | None, Decimal]] = []
+    for slug, change in sorted(changes.items()):
+        team = teams.get(slug)
+        if team is None:
+            errors[slug] = [f"There is no team {slug!r}."]
+            continue
+        unknown = sorted(set(change) - _KEYS)
+        if unknown:
+            errors[f"{slug}.{unknown[0]}"] = ["Unknown field."]
+            continue
+        before = _team_state(team)
+        if "weight" in change:
+            team.weight = change["weight"]
+        if "tier" in change:
+            try:
+                team.tier = _resolve_tier(change["tier"])
+            except ValidationError as e:
+                errors[f"{slug}.tier"] = e.message_dict["tier"]
+        try:
+            team.full_clean()
+        except ValidationError as e:
+            for name, messages in e.message_dict.items():
+                errors[f"{slug}.{name}"] = messages
+        if _team_state(team) != before:
+            team_updates.append((team, before))
+        for resource, raw in sorted(change.get("guarantee", {}).items()):
+            key = f"{slug}.guarantee.{resource}"
+            current = quotas.get((team.pk, resource))
+            limit = current.limit if current else None
+            try:
+                amount = parse_quantity(raw, field=key)
+                TeamQuota(team=team, resource=resource, guarantee=amount, limit=limit).clean()
+            except ValidationError as e:
+                errors[key] = [m for messages in e.message_dict.values() for m in messages]
+                continue
+            old = current.guarantee if current else Decimal(0)
+            if amount != old:
+                quota_updates.append((team, resource, amount, limit, old))
+    if errors:
+        raise ValidationError(errors)
+    return team_updates, quota_updates
 
 
 def _announce(team_updates, quota_updates, *, actor, note: str) -> None:
