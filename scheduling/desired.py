@@ -244,6 +244,19 @@ def build_cluster_spec(
     Raises ValueError (from the spec dataclasses) when the database holds something the renderer
     cannot express, e.g. a GPU default request different from its default limit.
     """
+    teams = _team_rows(within)
+    included = _effectively_active(teams)
+    guarantee, limit = _quota_maps(included)
+    return ClusterSpec(
+        teams=_team_specs(teams, included, guarantee, limit, computation_id),
+        namespaces=_namespace_specs(teams, included, limit),
+        tiers=_tier_specs(),
+        protected_namespaces=protected_namespace_patterns(),
+    )
+
+
+def _tier_specs() -> tuple[TierSpec, ...]:
+    """Every priority tier (one PriorityClass each)."""
     tiers = tuple(
         TierSpec(
             name=row["name"],
@@ -253,7 +266,12 @@ def build_cluster_spec(
         )
         for row in PriorityTier.objects.values("name", "value", "preemption_policy", "description")
     )
+    return tiers
 
+
+def _team_rows(within: Collection[str] | None) -> dict[int, dict[str, Any]]:
+    """The teams (of ``within``'s trees, or all) by id, named by their cluster name, as the cluster
+    has them where a transition waits (``quotas.transitions.render_overrides``)."""
     # The spec names teams by their fixed cluster name: renaming a slug changes nothing here.
     teams = {
         row["id"]: {**row, "slug": row["cluster_name"]}
@@ -273,9 +291,13 @@ def build_cluster_spec(
             teams[team_id]["parent_id"] = override["parent_id"]
         else:
             teams[team_id]["active"] = True
-    included = _effectively_active(teams)
-    departments = {teams[t]["parent_id"] for t in included if teams[t]["parent_id"] is not None}
+    return teams
 
+
+def _quota_maps(
+    included: Collection[int],
+) -> tuple[dict[int, dict[str, Decimal]], dict[int, dict[str, Decimal]]]:
+    """Guarantees (non-zero) and limits (set) of the included teams, by team id and resource."""
     guarantee: dict[int, dict[str, Decimal]] = defaultdict(dict)
     limit: dict[int, dict[str, Decimal]] = defaultdict(dict)
     for row in TeamQuota.objects.filter(team_id__in=included).values(
@@ -285,7 +307,19 @@ def build_cluster_spec(
             guarantee[row["team_id"]][row["resource"]] = row["guarantee"]
         if row["limit"] is not None:
             limit[row["team_id"]][row["resource"]] = row["limit"]
+    return guarantee, limit
 
+
+def _team_specs(
+    teams: Mapping[int, Mapping[str, Any]],
+    included: Collection[int],
+    guarantee: Mapping[int, Mapping[str, Decimal]],
+    limit: Mapping[int, Mapping[str, Decimal]],
+    computation_id: int | None,
+) -> tuple[TeamSpec, ...]:
+    """One TeamSpec per included team: quotas, deserved (the computation's fair allocation),
+    active members, and whether it is a department (an included team's parent)."""
+    departments = {teams[t]["parent_id"] for t in included if teams[t]["parent_id"] is not None}
     deserved = _latest_deserved(included, computation_id)
 
     members: dict[int, list[MemberSpec]] = defaultdict(list)
@@ -311,7 +345,17 @@ def build_cluster_spec(
         for team_id, row in teams.items()
         if team_id in included
     )
+    return team_specs
 
+
+def _namespace_specs(
+    teams: Mapping[int, Mapping[str, Any]],
+    included: Collection[int],
+    limit: Mapping[int, Mapping[str, Decimal]],
+) -> tuple[NamespaceSpec, ...]:
+    """One NamespaceSpec per namespace of the included teams: the team's limit split over its
+    managed namespaces by share, and the limit policy in effect (the namespace's, else the
+    team's)."""
     namespaces = list(
         Namespace.objects.filter(team_id__in=included).values(
             "id", "name", "team_id", "managed", "labels", "share", "volcano_jobs", "adopted"
@@ -358,10 +402,4 @@ def build_cluster_spec(
                 adopted=ns["adopted"],
             )
         )
-
-    return ClusterSpec(
-        teams=team_specs,
-        namespaces=tuple(namespace_specs),
-        tiers=tiers,
-        protected_namespaces=protected_namespace_patterns(),
-    )
+    return tuple(namespace_specs)
