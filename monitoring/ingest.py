@@ -411,52 +411,9 @@ def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = Non
        and returned on the result.
     """
     now = now or timezone.now()
-    if not isinstance(batch, dict):
-        raise ValidationError({"batch": "The batch must be a JSON object."})
-    node = batch.get("node")
-    if not isinstance(node, str) or not node:
-        raise ValidationError({"node": "The batch must name its node."})
-    if node != token_node:
-        raise ValidationError(
-            {"node": f"This token belongs to node {token_node!r}; it cannot report for {node!r}."}
-        )
-    samples = batch.get("samples", [])
-    if not isinstance(samples, list):
-        raise ValidationError({"samples": "samples must be a list."})
-    if len(samples) > max_samples_per_batch():
-        raise ValidationError(
-            {"samples": f"A batch holds at most {max_samples_per_batch()} samples."}
-        )
-    for i, raw in enumerate(samples):
-        other = raw.get("node") if isinstance(raw, dict) else None
-        if other is not None and other != token_node:
-            raise ValidationError(
-                {"node": f"samples[{i}] is from node {other!r}; this token is for {token_node!r}."}
-            )
-    agent = batch.get("agent")
-    agent = {} if agent is None else agent
-    if not isinstance(agent, dict):
-        raise ValidationError({"agent": "agent must be an object."})
-
+    node, samples, agent = _batch_shape(batch, token_node=token_node)
     inventory = _Inventory.load(node) if samples else None
-    refused: list[tuple[int, SampleRejected]] = []
-    parsed: dict[tuple[str, datetime], tuple[int, GpuSample]] = {}
-    duplicates = 0
-    for i, raw in enumerate(samples):
-        try:
-            sample = _parse_sample(raw, inventory=inventory, node=node, now=now)
-        except SampleRejected as e:
-            refused.append((i, e))
-            continue
-        key = (sample.uuid, sample.taken_at)
-        if key in parsed:
-            duplicates += 1
-            continue
-        parsed[key] = (i, sample)
-    if parsed and inventory is not None:
-        refused += _check_gpu_identity(parsed, inventory=inventory, now=now)
-    if parsed:
-        refused += _check_spacing(parsed)
+    parsed, refused, duplicates = _parse_all(samples, inventory=inventory, node=node, now=now)
     # Teams of the pods' namespaces (the collection's namespaces, never the agent's).
     namespaces = {sample.namespace for _, sample in parsed.values() if sample.namespace}
     if namespaces:
@@ -503,6 +460,68 @@ def ingest_gpu_batch(*, token_node: str, batch: dict, now: datetime | None = Non
         agent_skipped=skipped,
         rejected=len(reasons),
     )
+
+
+def _batch_shape(batch: Any, *, token_node: str) -> tuple[str, list, dict]:
+    """Rule 1 of ``ingest_gpu_batch``: the batch is the documented shape and every node it names
+    is the token's; return its node, samples and agent block. Raises ValidationError naming
+    the field."""
+    if not isinstance(batch, dict):
+        raise ValidationError({"batch": "The batch must be a JSON object."})
+    node = batch.get("node")
+    if not isinstance(node, str) or not node:
+        raise ValidationError({"node": "The batch must name its node."})
+    if node != token_node:
+        raise ValidationError(
+            {"node": f"This token belongs to node {token_node!r}; it cannot report for {node!r}."}
+        )
+    samples = batch.get("samples", [])
+    if not isinstance(samples, list):
+        raise ValidationError({"samples": "samples must be a list."})
+    if len(samples) > max_samples_per_batch():
+        raise ValidationError(
+            {"samples": f"A batch holds at most {max_samples_per_batch()} samples."}
+        )
+    for i, raw in enumerate(samples):
+        other = raw.get("node") if isinstance(raw, dict) else None
+        if other is not None and other != token_node:
+            raise ValidationError(
+                {"node": f"samples[{i}] is from node {other!r}; this token is for {token_node!r}."}
+            )
+    agent = batch.get("agent")
+    agent = {} if agent is None else agent
+    if not isinstance(agent, dict):
+        raise ValidationError({"agent": "agent must be an object."})
+    return node, samples, agent
+
+
+def _parse_all(
+    samples: list, *, inventory: _Inventory | None, node: str, now: datetime
+) -> tuple[
+    dict[tuple[str, datetime], tuple[int, GpuSample]], list[tuple[int, SampleRejected]], int
+]:
+    """Rule 2 of ``ingest_gpu_batch``: each sample parsed and checked against the inventory,
+    then the batch's GPU identities and spacing; return the accepted samples by (uuid, time)
+    with their index, the refused ones with theirs, and the repeats within the batch."""
+    refused: list[tuple[int, SampleRejected]] = []
+    parsed: dict[tuple[str, datetime], tuple[int, GpuSample]] = {}
+    duplicates = 0
+    for i, raw in enumerate(samples):
+        try:
+            sample = _parse_sample(raw, inventory=inventory, node=node, now=now)
+        except SampleRejected as e:
+            refused.append((i, e))
+            continue
+        key = (sample.uuid, sample.taken_at)
+        if key in parsed:
+            duplicates += 1
+            continue
+        parsed[key] = (i, sample)
+    if parsed and inventory is not None:
+        refused += _check_gpu_identity(parsed, inventory=inventory, now=now)
+    if parsed:
+        refused += _check_spacing(parsed)
+    return parsed, refused, duplicates
 
 
 def _counter(agent: Mapping, key: str) -> int:
