@@ -180,7 +180,21 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args, quiet=False, **options):
         now = timezone.now()
-        admins, _ = Group.objects.get_or_create(name="admins")
+        self._seed_capacity(now)
+        teams = self._seed_teams(self._seed_tiers())
+        self._seed_namespaces(teams)
+        self._seed_budgets(teams)
+        users = self._seed_users(teams)
+        self._seed_rate_cards()
+        self._seed_requests(teams, users, now)
+        if not quiet:
+            self.stdout.write(self.style.SUCCESS("Demo data ready. Demo logins:"))
+            for username, password, _admin, memberships in USERS:
+                roles = ", ".join(f"{role} of {slug}" for slug, role in memberships) or "site admin"
+                self.stdout.write(f"  {username:<6} / {password:<16} {roles}")
+
+    def _seed_capacity(self, now):
+        """The demo cluster's capacity, unless a collection measured one already."""
         if not CapacitySnapshot.objects.exists():
             CapacitySnapshot.objects.create(
                 taken_at=now,
@@ -189,6 +203,9 @@ class Command(BaseCommand):
                 flavors={f: {k: str(v) for k, v in r.items()} for f, r in DEMO_FLAVORS.items()},
                 nodes=141,
             )
+
+    def _seed_tiers(self) -> dict[str, PriorityTier]:
+        """The priority tiers, by name."""
         tiers = {}
         for name, value, policy, reclaimable, description in TIERS:
             tiers[name], _ = PriorityTier.objects.get_or_create(
@@ -200,6 +217,10 @@ class Command(BaseCommand):
                     "description": description,
                 },
             )
+        return tiers
+
+    def _seed_teams(self, tiers) -> dict[str, Team]:
+        """The teams in their departments, their quotas, and a new team's default limit policy."""
         teams: dict[str, Team] = {}
         for slug, name, parent, weight, tier, reclaimable, cost_center, quotas in TEAMS:
             team, created = Team.objects.get_or_create(
@@ -240,6 +261,10 @@ class Command(BaseCommand):
                             "enforce_quota_limit": enforce,
                         },
                     )
+        return teams
+
+    def _seed_namespaces(self, teams):
+        """The namespaces, each checked by the name rules and the protected patterns."""
         for name, slug, share in NAMESPACES:
             namespace, created = Namespace.objects.get_or_create(
                 name=name,
@@ -252,6 +277,9 @@ class Command(BaseCommand):
                     namespace.full_clean()
                 except ValidationError as e:
                     raise CommandError(f"Namespace {name}: {'; '.join(e.messages)}") from None
+
+    def _seed_budgets(self, teams):
+        """Two monthly GPU budgets."""
         Budget.objects.get_or_create(
             team=teams["research-team"], resource=GPU, defaults={"monthly_hours": Decimal(30000)}
         )
@@ -259,8 +287,11 @@ class Command(BaseCommand):
             team=teams["production-team"], resource=GPU, defaults={"monthly_hours": Decimal(80000)}
         )
 
+    def _seed_users(self, teams) -> dict:
+        """The demo logins (one per role) and their memberships, by username."""
         User = get_user_model()
         users = {}
+        admins, _ = Group.objects.get_or_create(name="admins")
         for username, password, is_admin, memberships in USERS:
             user, created = User.objects.get_or_create(
                 username=username,
@@ -280,7 +311,10 @@ class Command(BaseCommand):
                     user=user, team=teams[slug], defaults={"role": role}
                 )
             users[username] = user
+        return users
 
+    def _seed_rate_cards(self):
+        """The rate cards chargeback prices with."""
         valid_from = datetime(*RATES_VALID_FROM, tzinfo=UTC)
         for resource, flavor, price in RATE_CARDS:
             RateCard.objects.get_or_create(
@@ -289,12 +323,6 @@ class Command(BaseCommand):
                 valid_from=valid_from,
                 defaults={"price_per_unit_hour": Decimal(price), "currency": "USD"},
             )
-        self._seed_requests(teams, users, now)
-        if not quiet:
-            self.stdout.write(self.style.SUCCESS("Demo data ready. Demo logins:"))
-            for username, password, _admin, memberships in USERS:
-                roles = ", ".join(f"{role} of {slug}" for slug, role in memberships) or "site admin"
-                self.stdout.write(f"  {username:<6} / {password:<16} {roles}")
 
     def _seed_requests(self, teams, users, now):
         def once(team, marker, create):
