@@ -419,44 +419,23 @@ def parse_list_dump(doc: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[
 # ---------------------------------------------------------------- aggregation
 
 
-def aggregate(
-    nodes: Iterable[Mapping[str, Any]],
-    pods: Iterable[Mapping[str, Any]],
-    namespace_teams: Mapping[str, str],
-    *,
-    parse_quantity: ParseQuantity,
-    workloads: WorkloadCollector | None = None,
-) -> ClusterUsage:
-    """Aggregate one observation of the cluster into a :class:`ClusterUsage`.
+@dataclass
+class _Nodes:
+    """Step 1's result: schedulable capacity (whole and per flavor), each node's flavor, the
+    nodes left out, and the GPU nodes of the inventory."""
 
-    Steps:
-    1. Read every node (:func:`node_capacity`): remember its flavor by name; add the allocatable of
-       schedulable nodes to ``capacity`` and to its flavor; list the others as excluded.
-    2. Stream the pods once. Skip Succeeded/Failed; compute :func:`pod_request`; add it to the
-       namespace's ``allocated`` if ``spec.nodeName`` is set (and to the sum per namespace and
-       node flavor), else to its ``pending``.
-    3. Name each namespace's team (``namespace_teams``, else ``"unassigned"``); sum namespaces into
-       teams and the per-namespace flavor sums into ``flavor_allocated``.
-    4. With ``workloads`` (fed PodGroups, Jobs and Events already), every live pod also goes to
-       its workload; an unbound pod of a waiting gang is not pending on its own: the gang's whole
-       demand is added to its namespace's ``pending`` instead (gang demand, see
-       ``monitoring.domain.workloads``).
-    5. Along the way, keep the GPU inventory that node agents' samples are checked against: every
-       node with GPUs (:func:`gpu_node`) and every bound pod requesting GPUs (``gpu_pods``).
+    capacity: Resources = field(default_factory=dict)
+    flavors: dict[str, Resources] = field(default_factory=dict)
+    node_flavor: dict[str, str | None] = field(default_factory=dict)
+    excluded: list[str] = field(default_factory=list)
+    gpu_nodes: dict[str, GpuNode] = field(default_factory=dict)
 
-    Invariants: deterministic for the same input (pod order does not matter); Σ over namespaces
-    of ``allocated`` equals Σ over teams; no resource is dropped (a pod asking for something no
-    node has still shows it). ``nodes`` is consumed before ``pods`` is touched, so both may be
-    generators.
-    """
-    parse = cached_parser(parse_quantity)
 
-    capacity: Resources = {}
-    flavors: dict[str, Resources] = {}
-    node_flavor: dict[str, str | None] = {}
-    excluded: list[str] = []
-    gpu_nodes: dict[str, GpuNode] = {}
-    gpu_pods: list[GpuPod] = []
+def _read_nodes(nodes: Iterable[Mapping[str, Any]], parse) -> _Nodes:
+    """Step 1 of :func:`aggregate`: read every node once."""
+    seen = _Nodes()
+    capacity, flavors, node_flavor = seen.capacity, seen.flavors, seen.node_flavor
+    excluded, gpu_nodes = seen.excluded, seen.gpu_nodes
     for node in nodes:
         info = node_capacity(node, parse)
         node_flavor[info.name] = info.flavor
@@ -469,11 +448,34 @@ def aggregate(
         _add_into(capacity, info.allocatable)
         if info.flavor is not None:
             _add_into(flavors.setdefault(info.flavor, {}), info.allocatable)
+    return seen
 
-    allocated: dict[str, Resources] = {name: {} for name in namespace_teams}
-    pending: dict[str, Resources] = {name: {} for name in namespace_teams}
-    by_flavor: dict[tuple[str, str], Resources] = {}
-    counts = {"allocated": 0, "pending": 0, "finished": 0}
+
+@dataclass
+class _Pods:
+    """Step 2's result: per namespace what bound pods hold and what waits, bound requests per
+    namespace and node flavor, pod counts, and the GPU pods of the inventory."""
+
+    allocated: dict[str, Resources]
+    pending: dict[str, Resources]
+    by_flavor: dict[tuple[str, str], Resources] = field(default_factory=dict)
+    counts: dict[str, int] = field(
+        default_factory=lambda: {"allocated": 0, "pending": 0, "finished": 0}
+    )
+    gpu_pods: list[GpuPod] = field(default_factory=list)
+
+
+def _read_pods(
+    pods: Iterable[Mapping[str, Any]],
+    parse,
+    namespace_teams: Mapping[str, str],
+    node_flavor: Mapping[str, str | None],
+    workloads: WorkloadCollector | None,
+) -> _Pods:
+    """Step 2 of :func:`aggregate`: stream the pods once (and feed ``workloads``)."""
+    seen = _Pods({name: {} for name in namespace_teams}, {name: {} for name in namespace_teams})
+    allocated, pending, by_flavor = seen.allocated, seen.pending, seen.by_flavor
+    counts, gpu_pods = seen.counts, seen.gpu_pods
     for pod in pods:
         status = pod.get("status") or {}
         if status.get("phase") in _FINISHED_PHASES:
@@ -512,7 +514,43 @@ def aggregate(
                 pending[namespace] = {}
             if not in_gang:
                 _add_into(pending[namespace], request)
+    return seen
 
+
+def aggregate(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    namespace_teams: Mapping[str, str],
+    *,
+    parse_quantity: ParseQuantity,
+    workloads: WorkloadCollector | None = None,
+) -> ClusterUsage:
+    """Aggregate one observation of the cluster into a :class:`ClusterUsage`.
+
+    Steps:
+    1. Read every node (:func:`node_capacity`): remember its flavor by name; add the allocatable of
+       schedulable nodes to ``capacity`` and to its flavor; list the others as excluded.
+    2. Stream the pods once. Skip Succeeded/Failed; compute :func:`pod_request`; add it to the
+       namespace's ``allocated`` if ``spec.nodeName`` is set (and to the sum per namespace and
+       node flavor), else to its ``pending``.
+    3. Name each namespace's team (``namespace_teams``, else ``"unassigned"``); sum namespaces into
+       teams and the per-namespace flavor sums into ``flavor_allocated``.
+    4. With ``workloads`` (fed PodGroups, Jobs and Events already), every live pod also goes to
+       its workload; an unbound pod of a waiting gang is not pending on its own: the gang's whole
+       demand is added to its namespace's ``pending`` instead (gang demand, see
+       ``monitoring.domain.workloads``).
+    5. Along the way, keep the GPU inventory that node agents' samples are checked against: every
+       node with GPUs (:func:`gpu_node`) and every bound pod requesting GPUs (``gpu_pods``).
+
+    Invariants: deterministic for the same input (pod order does not matter); Σ over namespaces
+    of ``allocated`` equals Σ over teams; no resource is dropped (a pod asking for something no
+    node has still shows it). ``nodes`` is consumed before ``pods`` is touched, so both may be
+    generators.
+    """
+    parse = cached_parser(parse_quantity)
+    cluster = _read_nodes(nodes, parse)
+    seen = _read_pods(pods, parse, namespace_teams, cluster.node_flavor, workloads)
+    allocated, pending = seen.allocated, seen.pending
     records: tuple[Workload, ...] = ()
     if workloads is not None:
         found, gang_pending = workloads.finish(namespace_teams, unassigned=UNASSIGNED)
@@ -537,22 +575,22 @@ def aggregate(
 
     flavor_allocated: dict[str, dict[str, Resources]] = {}
     namespace_flavors: dict[str, dict[str, Resources]] = {}
-    for (namespace, flavor), request in sorted(by_flavor.items()):
+    for (namespace, flavor), request in sorted(seen.by_flavor.items()):
         team = namespace_teams.get(namespace, UNASSIGNED)
         _add_into(flavor_allocated.setdefault(team, {}).setdefault(flavor, {}), request)
         namespace_flavors.setdefault(namespace, {})[flavor] = request
 
     return ClusterUsage(
-        capacity=capacity,
-        flavors=flavors,
+        capacity=cluster.capacity,
+        flavors=cluster.flavors,
         namespaces=namespaces,
         teams=teams,
         flavor_allocated=flavor_allocated,
-        excluded_nodes=tuple(sorted(excluded)),
-        pod_counts=counts,
+        excluded_nodes=tuple(sorted(cluster.excluded)),
+        pod_counts=seen.counts,
         namespace_flavors=namespace_flavors,
-        gpu_nodes=dict(sorted(gpu_nodes.items())),
-        gpu_pods=tuple(sorted(gpu_pods, key=lambda p: (p.node, p.namespace, p.name, p.uid))),
+        gpu_nodes=dict(sorted(cluster.gpu_nodes.items())),
+        gpu_pods=tuple(sorted(seen.gpu_pods, key=lambda p: (p.node, p.namespace, p.name, p.uid))),
         workloads=records,
         notes=tuple(workloads.notes) if workloads is not None else (),
     )
