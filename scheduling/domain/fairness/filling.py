@@ -275,6 +275,10 @@ def _round_events(f: _Filling, alive: np.ndarray, a: np.ndarray, b: np.ndarray |
 
     ``a`` and ``b`` are the alive members' slopes (in shares) and breakpoints (``None``: no
     floors hold anything up).
+
+    Somewhat over 80 lines on purpose: it is one vectorised pass whose sorted event arrays feed
+    each other (order, cumulative slopes, per-group offsets); split, the parts would pass the
+    same half-dozen arrays back and forth and the order of the sums would be harder to see.
     """
     n_res = a.shape[1]
     now = f.now

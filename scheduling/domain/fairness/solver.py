@@ -68,6 +68,9 @@ def _solve(problem: _Problem, fast: bool = True) -> dict[str, Allocation]:
     the roots first, then the children of every root at once against their parents' rounded
     allocations, and so on. A parent with its own demand takes part in its children's group as
     an implicit member (see the module docstring) whose result is dropped.
+
+    Just over 80 lines: the depth loop keeps the arrays of one depth in hand for the next, and
+    its steps (gather the groups, fill, round, hand the rounded amounts down) read in order here.
     """
     resources = problem.resources
     names = problem.names
