@@ -5,7 +5,7 @@ first shows what the sync would write into the namespace — its labels and queu
 ResourceQuota, the LimitRange, the RoleBindings (who gets which built-in ClusterRole) and the
 Volcano Role — and only with ``--confirm`` records the namespace as the team's, marked
 ``adopted`` (``quotas.models.Namespace.adopted``). An adopted namespace is never deleted by a
-prune (``domain/plan.py`` releases it instead) and the sync's guard
+prune (``domain/plan/planning.py`` releases it instead) and the sync's guard
 (``scheduling.namespace_guard``) lets Fairshare write into it; a namespace that is protected
 (``quotas.protection``) or labelled as another manager's cannot be adopted.
 """

@@ -52,7 +52,7 @@ def refusal(change: Change, live: Mapping[str, Any] | None) -> str | None:
         return f"Refused: {foreign}"
     annotations = (live.get("metadata") or {}).get("annotations") or {}
     if annotations.get(ANNOTATION_RELEASED) == "true":
-        return None  # Fairshare had it, and released it (domain/plan.py)
+        return None  # Fairshare had it, and released it (domain/plan/planning.py)
     if change.op == "create" and not _adopted(change):
         return (
             f"Refused: namespace {change.name!r} already exists and Fairshare did not create "

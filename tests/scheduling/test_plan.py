@@ -1,4 +1,4 @@
-"""Tests for the pure planner (scheduling/domain/plan.py), in the style of kopf's diff tests."""
+"""Tests for the pure planner (scheduling.domain.plan), in the style of kopf's diff tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for the pure desired-state renderer (scheduling/domain/render.py)."""
+"""Tests for the pure desired-state renderer (scheduling.domain.render)."""
 
 from __future__ import annotations
 
