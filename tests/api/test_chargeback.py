@@ -603,7 +603,7 @@ def test_the_portable_path_gives_exactly_the_postgresql_figures(spring, group_by
         )
     )  # fmt: skip
 
-    monkeypatch.setattr(chargeback, "_postgres", lambda using: False)
+    monkeypatch.setattr(chargeback.database, "postgres", lambda using: False)
     monkeypatch.setattr(rollups, "_postgres", lambda: False)
     with CaptureQueriesContext(connection) as queries:
         portable = _figures(chargeback.build_report(start=start, end=end, group_by=group_by))
