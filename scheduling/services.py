@@ -20,17 +20,26 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from quotas.capacity_rule import committed_guarantees, usable_capacity
 from quotas.domain.quantity import is_byte_resource
-from quotas.hierarchy import new_hierarchy_problems
 from quotas.models import QuotaRequest
-from quotas.quantities import format_quantity, is_integral_resource, parse_quantity
+from quotas.quantities import is_integral_resource, parse_quantity
 from scheduling.domain.fairness import Allocation, ProblemError, dominant_share, solve
 from scheduling.health import share_failed
 from scheduling.models import ShareComputation, ShareFailure, ShareSnapshot
+from scheduling.preview_flags import (
+    FLAG_ABOVE_DEMAND,
+    FLAG_BELOW_USAGE,
+    FLAG_GUARANTEES_OVER_CAPACITY,
+    FLAG_GUARANTEES_SCALED,
+    FLAG_HIERARCHY,
+    Flag,
+    above_demand_flags,
+    below_usage_flags,
+    capacity_flags,
+    hierarchy_flags,
+)
 from scheduling.reasons import problem_reasons
 from scheduling.shares import (
-    DEMAND_USAGE,
     Amounts,
     Problem,
     ShareProblemError,
@@ -42,6 +51,11 @@ from scheduling.shares import (
 )
 
 __all__ = [
+    "FLAG_ABOVE_DEMAND",
+    "FLAG_BELOW_USAGE",
+    "FLAG_GUARANTEES_OVER_CAPACITY",
+    "FLAG_GUARANTEES_SCALED",
+    "FLAG_HIERARCHY",
     "Flag",
     "TeamOutcome",
     "TeamShare",
@@ -57,19 +71,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _MILLI = Decimal("0.001")
-
-FLAG_GUARANTEES_OVER_CAPACITY = "guarantees-over-capacity"
-FLAG_BELOW_USAGE = "below-usage"
-FLAG_GUARANTEES_SCALED = "guarantees-scaled"
-FLAG_HIERARCHY = "hierarchy"
-FLAG_ABOVE_DEMAND = "above-demand"
-
-
-def _reserve_percent() -> str:
-    from django.conf import settings
-
-    return f"{(settings.FAIRSHARE_CAPACITY_RESERVE * 100).normalize():f} %"
-
 
 # --------------------------------------------------------------------------- solving
 
@@ -307,38 +308,6 @@ def prune_share_history(*, keep_days: int = 30, now: datetime | None = None) -> 
 
 
 @dataclass(frozen=True)
-class Flag:
-    """Something an approver must know about a change.
-
-    ``kind``: ``guarantees-over-capacity`` (Σ guarantees over usable capacity: approval would be
-    refused), ``below-usage`` (a new limit under current allocated usage: Kubernetes does not
-    evict, ``namespaces`` lists where workloads keep running over quota, largest first),
-    ``guarantees-scaled`` (guarantees over the raw capacity: scaled down to solve),
-    ``hierarchy`` (a department's limit under its teams' guarantees or limits: approval would be
-    refused, ``quotas.hierarchy.check_hierarchy``), ``above-demand`` (a new limit above what the
-    team's workloads want now: today's allocation moves only up to that).
-    """
-
-    kind: str
-    message: str
-    team: str | None = None
-    resource: str | None = None
-    namespaces: tuple[tuple[str, Decimal], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "message": self.message,
-            "team": self.team,
-            "resource": self.resource,
-            "namespaces": [
-                {"namespace": name, "allocated": amount_string(amount)}
-                for name, amount in self.namespaces
-            ],
-        }
-
-
-@dataclass(frozen=True)
 class TeamOutcome:
     """A team's fair share before and after the proposed changes."""
 
@@ -472,7 +441,7 @@ def what_if(
     inputs = load_inputs()
     before_problem = make_problem(inputs)
     after_problem = make_problem(inputs, changes)
-    hierarchy = _hierarchy_flags(changes, after_problem)
+    hierarchy = hierarchy_flags(changes, after_problem)
     before = team_shares(before_problem, solve_problem(before_problem))
     contention_before = contention_shares(before_problem)
     why_before = problem_reasons(before_problem, before)
@@ -501,11 +470,11 @@ def what_if(
     }
 
     flags: list[Flag] = list(hierarchy)
-    flags += _capacity_flags(
+    flags += capacity_flags(
         changes, after_problem, inputs, now=now, exclude_request=exclude_request
     )
-    flags += _below_usage_flags(changes, after_problem, after)
-    flags += _above_demand_flags(changes, after_problem, after, inputs)
+    flags += below_usage_flags(changes, after_problem, after)
+    flags += above_demand_flags(changes, after_problem, after, inputs)
     flags.extend(
         Flag(kind=FLAG_GUARANTEES_SCALED, message=note)
         for note in after_problem.notes
@@ -519,151 +488,6 @@ def what_if(
         flags=flags,
         usage_taken_at=inputs.usage_taken_at,
     )
-
-
-def _capacity_flags(
-    changes: Mapping[str, Mapping],
-    after_problem: Problem,
-    inputs,
-    *,
-    now: datetime,
-    exclude_request: int | None,
-) -> list[Flag]:
-    """Guarantees the changes set that would total over the usable capacity, counted as approval
-    counts them (``committed_guarantees``, without ``exclude_request``)."""
-    flags: list[Flag] = []
-    overrides = {
-        (after_problem.teams[slug].id, resource): after_problem.teams[slug].guarantee[resource]
-        for slug, change in changes.items()
-        for resource in change.get("guarantee", {})
-    }
-    if not overrides:
-        return flags
-    totals = committed_guarantees(overrides, now=now, exclude_request=exclude_request)
-    usable = usable_capacity(inputs.capacity)
-    for resource in sorted({r for _, r in overrides}):
-        total, available = totals.get(resource, Decimal(0)), usable.get(resource, Decimal(0))
-        if total > available:
-            flags.append(
-                Flag(
-                    kind=FLAG_GUARANTEES_OVER_CAPACITY,
-                    resource=resource,
-                    message=(
-                        f"Guarantees for {resource} would total "
-                        f"{format_quantity(total, resource)}, over the "
-                        f"{format_quantity(available, resource)} that may be guaranteed (the "
-                        f"{format_quantity(inputs.capacity.get(resource, 0), resource)}"
-                        f" schedulable less the {_reserve_percent()} reserve): approval "
-                        "would be refused."
-                    ),
-                )
-            )
-    return flags
-
-
-def _below_usage_flags(
-    changes: Mapping[str, Mapping], after_problem: Problem, after: Mapping[str, Any]
-) -> list[Flag]:
-    """New limits below what the team uses now, with the namespaces that hold it (running pods are
-    not evicted for a quota change)."""
-    flags: list[Flag] = []
-    for slug, change in sorted(changes.items()):
-        new_limits = after_problem.teams[slug].limit
-        for resource in sorted(change.get("limit", {})):
-            limit = new_limits.get(resource)
-            used = after[slug].usage.get(resource, Decimal(0))
-            if limit is None or used <= limit:
-                continue
-            holders = [
-                (ns, amounts[resource])
-                for team in after_problem.subtree(slug)
-                for ns, amounts in after_problem.teams[team].namespaces.items()
-                if amounts.get(resource, 0) > 0
-            ]
-            holders.sort(key=lambda item: (-item[1], item[0]))
-            flags.append(
-                Flag(
-                    kind=FLAG_BELOW_USAGE,
-                    team=slug,
-                    resource=resource,
-                    namespaces=tuple(holders),
-                    message=(
-                        f"{slug} uses {format_quantity(used, resource)} {resource}, above the "
-                        f"new limit of {format_quantity(limit, resource)}: workloads keep running "
-                        f"over quota in {', '.join(ns for ns, _ in holders)} "
-                        "(Kubernetes does not evict running pods for a quota change)."
-                    ),
-                )
-            )
-    return flags
-
-
-def _above_demand_flags(
-    changes: Mapping[str, Mapping], after_problem: Problem, after: Mapping[str, Any], inputs
-) -> list[Flag]:
-    """Limits above what the team's workloads want now: today's allocation changes only up to that
-    demand (issue 29: a preview never allocates more than a team wants)."""
-    flags: list[Flag] = []
-    for slug, change in sorted(changes.items()):
-        # A limit above what the team wants changes today's allocation only up to its demand
-        # (issue 29: a preview never allocates more than that); say so, with the numbers.
-        team = after_problem.teams[slug]
-        if after_problem.demand_source[slug] != DEMAND_USAGE:
-            continue
-        wanted = after[slug].demand
-        for resource in sorted(change.get("limit", {})):
-            limit = team.limit.get(resource)
-            want = wanted.get(resource, Decimal(0))
-            old_limit = inputs.teams[slug].limit.get(resource)
-            if resource not in inputs.capacity or (limit is not None and limit <= want):
-                continue
-            if old_limit is None and limit is None:
-                continue  # no ceiling before or after: nothing about the limit to explain
-            new_limit = (
-                "limit removed" if limit is None else f"limit of {format_quantity(limit, resource)}"
-            )
-            flags.append(
-                Flag(
-                    kind=FLAG_ABOVE_DEMAND,
-                    team=slug,
-                    resource=resource,
-                    message=(
-                        f"{slug}'s workloads want {format_quantity(want, resource)} {resource} "
-                        f"now (running and waiting), so a {new_limit} changes today's fair "
-                        "allocation only up to that. What the limit buys "
-                        "when the team, and every other team, wants all of it is in the last "
-                        "two columns."
-                    ),
-                )
-            )
-    return flags
-
-
-def _hierarchy_flags(changes: Mapping[str, Mapping], after: Problem) -> list[Flag]:
-    """The hierarchy rules (``quotas.hierarchy.check_hierarchy``) the changes would break: a
-    warning in the requester's preview, a refusal at approval. One query per call plus two."""
-    quotas = {}
-    for slug, change in changes.items():
-        team = after.teams.get(slug)
-        if team is None:
-            continue
-        for resource in set(change.get("guarantee", {})) | set(change.get("limit", {})):
-            quotas[(team.id, resource)] = (
-                team.guarantee.get(resource, Decimal(0)),
-                team.limit.get(resource),
-            )
-    if not quotas:
-        return []
-    slugs = {team.id: slug for slug, team in after.teams.items()}
-    return [
-        Flag(
-            kind=FLAG_HIERARCHY,
-            team=slugs.get(problem.team_id),
-            resource=problem.resource,
-            message=problem.message,
-        )
-        for problem in new_hierarchy_problems(quotas)
-    ]
 
 
 def contention_problem(problem: Problem) -> Problem:
