@@ -31,8 +31,6 @@ from .statements import freeze_month as freeze_month
 from .statements import statement_view as statement_view
 from .sums import UNASSIGNED as UNASSIGNED
 
-_months = calendar_months  # tests/api/test_chargeback.py reads chargeback._months
-
 __all__ = [
     "MAX_PERIOD",
     "UNASSIGNED",

@@ -540,7 +540,7 @@ def _by_days(start, end, group_by) -> domain.Report:
     budgets = [
         domain.Budget(b.team.slug, b.resource, a, z, b.monthly_hours)
         for b in Budget.objects.select_related("team")
-        for a, z in chargeback._months(start, end)
+        for a, z in chargeback.calendar_months(start, end)
     ]
     return domain.report(
         records,
