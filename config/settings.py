@@ -386,14 +386,17 @@ FAIRSHARE_CAPACITY_PROVIDER = "monitoring.models.latest_capacity"
 FAIRSHARE_CLUSTER = env_cluster(
     "FAIRSHARE_CLUSTER", f"snapshot:{BASE_DIR / 'monitoring' / 'fixtures' / 'demo_cluster.json'}"
 )
+# The scheduler the cluster runs, and so the objects the sync writes (scheduling.domain.backends):
+# volcano (Queues) or kueue (ClusterQueues, Cohorts, LocalQueues, ResourceFlavors).
+FAIRSHARE_SCHEDULER = env_choice("FAIRSHARE_SCHEDULER", "volcano", ["volcano", "kueue"])
 FAIRSHARE_KUBE_TIMEOUT = env_int("FAIRSHARE_KUBE_TIMEOUT", 30, min_value=1)
 FAIRSHARE_SYNC_PRUNE_NAMESPACES = env_bool("FAIRSHARE_SYNC_PRUNE_NAMESPACES", False)
 # Namespaces Fairshare never manages, writes into or binds anyone in (glob patterns, comma-
-# separated): Kubernetes' and Volcano's own and the default namespace, plus the namespace
+# separated): Kubernetes', Volcano's and Kueue's own and the default namespace, plus the namespace
 # Fairshare runs in (FAIRSHARE_NAMESPACE, else POD_NAMESPACE, else the in-cluster service
 # account's namespace file). Refused at every entry (quotas.protection) and never rendered.
 FAIRSHARE_PROTECTED_NAMESPACES = env_list(
-    "FAIRSHARE_PROTECTED_NAMESPACES", ["kube-*", "default", "volcano-*"]
+    "FAIRSHARE_PROTECTED_NAMESPACES", ["kube-*", "default", "volcano-*", "kueue-*"]
 )
 FAIRSHARE_NAMESPACE = env_own_namespace("FAIRSHARE_NAMESPACE", FAIRSHARE_CLUSTER)
 # Concurrent writers of a sync: the units of one wave (same kind and Queue depth) go out this

@@ -73,6 +73,13 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", True),
         KindInfo("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False),
         KindInfo("Queue", "scheduling.volcano.sh/v1beta1", "queues", False),
+        KindInfo(
+            "WorkloadPriorityClass", "kueue.x-k8s.io/v1beta2", "workloadpriorityclasses", False
+        ),
+        KindInfo("ResourceFlavor", "kueue.x-k8s.io/v1beta2", "resourceflavors", False),
+        KindInfo("Cohort", "kueue.x-k8s.io/v1beta2", "cohorts", False),
+        KindInfo("ClusterQueue", "kueue.x-k8s.io/v1beta2", "clusterqueues", False),
+        KindInfo("LocalQueue", "kueue.x-k8s.io/v1beta2", "localqueues", True),
     )
 }
 

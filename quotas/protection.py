@@ -2,8 +2,8 @@
 
 The rules themselves are pure (:mod:`quotas.domain.names`); this module adds what the
 installation configures: ``FAIRSHARE_PROTECTED_NAMESPACES`` (glob patterns, default ``kube-*``,
-``default``, ``volcano-*``) and ``FAIRSHARE_NAMESPACE`` (the namespace Fairshare runs in, found
-from ``POD_NAMESPACE`` or the service account's namespace file when in-cluster).
+``default``, ``volcano-*``, ``kueue-*``) and ``FAIRSHARE_NAMESPACE`` (the namespace Fairshare runs
+in, found from ``POD_NAMESPACE`` or the service account's namespace file when in-cluster).
 
 Every entry point reaches these through the models' validation (``full_clean()``, which the API,
 the Django admin, the management commands and the services all call) and the renderer is handed

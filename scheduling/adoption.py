@@ -21,8 +21,8 @@ from django.db import transaction
 from quotas.changes import audit, notify_quota_changed
 from quotas.choices import AuditVerb
 from quotas.models import Namespace, Team
+from scheduling.backend import current_backend
 from scheduling.desired import build_cluster_spec, sync_scope
-from scheduling.domain.render import render
 
 
 def _what(manifest: Mapping[str, Any]) -> list[str]:
@@ -67,7 +67,9 @@ def adoption_preview(namespace: str, team: Team) -> list[str]:
         row.full_clean()
         row.save()
         scope = sync_scope([team.slug])
-        manifests = render(build_cluster_spec(within=scope.trees), namespaces_of=scope.teams)
+        manifests = current_backend().render(
+            build_cluster_spec(within=scope.trees), namespaces_of=scope.teams
+        )
         transaction.set_rollback(True)
     lines: list[str] = []
     for manifest in manifests:

@@ -43,12 +43,15 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
+from django.db.models import Sum
+
+from monitoring.models import GpuInventoryNode
 from quotas.domain.quantity import is_byte_resource
 from quotas.models import LimitPolicy, Membership, Namespace, PriorityTier, Team, TeamQuota
 from quotas.protection import protected_namespace_patterns
 from quotas.quantities import is_integral_resource
 from quotas.transitions import render_overrides
-from scheduling.domain.render import LABEL_TEAM
+from scheduling.domain.render import CLUSTER_KINDS, LABEL_TEAM, QUEUE_KINDS
 from scheduling.domain.types import (
     OVERCOMMITTABLE_RESOURCES,
     ClusterSpec,
@@ -158,9 +161,9 @@ class SyncScope:
         """Whether a manifest or live object is in scope (by kind and team label)."""
         team = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_TEAM)
         kind = obj.get("kind")
-        if kind == "PriorityClass":
-            return False  # the tiers' objects: no team changes them (full syncs do)
-        if kind == "Queue":
+        if kind in CLUSTER_KINDS:
+            return False  # the tiers' and flavors' objects: no team changes them (full syncs do)
+        if kind in QUEUE_KINDS:
             return self.queues or team in self.trees
         return team in self.teams
 
@@ -234,7 +237,7 @@ def _limit_spec(rows: Iterable[Mapping[str, Any]]) -> LimitSpec | None:
 def build_cluster_spec(
     *, within: Collection[str] | None = None, computation_id: int | None = None
 ) -> ClusterSpec:
-    """Read the tenancy model and return it as a ClusterSpec (nine queries).
+    """Read the tenancy model and return it as a ClusterSpec (ten queries).
 
     ``within`` (team cluster names closed under parent and children, i.e. whole department trees, as
     ``sync_scope`` gives): read only those teams and what hangs off them. None: every team.
@@ -252,7 +255,21 @@ def build_cluster_spec(
         namespaces=_namespace_specs(teams, included, limit),
         tiers=_tier_specs(),
         protected_namespaces=protected_namespace_patterns(),
+        gpu_products=_gpu_products(),
     )
+
+
+def _gpu_products() -> tuple[tuple[str, int], ...]:
+    """The cluster's GPU products (``nvidia.com/gpu.product``) and their GPU counts, from the
+    latest collection's inventory (nodes without the label are left out): the Kueue backend's
+    GPU ResourceFlavors."""
+    rows = (
+        GpuInventoryNode.objects.exclude(product="")
+        .values("product")
+        .annotate(total=Sum("gpus"))
+        .order_by("product")
+    )
+    return tuple((row["product"], int(row["total"])) for row in rows if row["total"])
 
 
 def _tier_specs() -> tuple[TierSpec, ...]:

@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kube.client import KINDS
 from kube.watch import Reflector
 from scheduling.domain.render import LABEL_TEAM
 
@@ -42,11 +41,15 @@ class DriftWatcher:
         api_client: Any,
         *,
         interval: float = 1.0,
-        kinds: Iterable[str] = tuple(KINDS),
+        kinds: Iterable[str] | None = None,
         start: StartSync | None = None,
         timeout_seconds: int = 300,
     ) -> None:
+        from scheduling.backend import current_backend
         from scheduling.sync import start_sync
+
+        if kinds is None:
+            kinds = current_backend().kinds
 
         self.api_client = api_client
         self.interval = interval

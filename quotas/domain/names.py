@@ -55,7 +55,7 @@ RESERVED_QUEUE_NAMES = frozenset({"default", "root"})
 OWN_QUEUE_SUFFIX = ".own"
 SYSTEM_PRIORITY_PREFIX = "system-"
 # Kubernetes' own namespaces, the default namespace and Volcano's.
-DEFAULT_PROTECTED_NAMESPACES: tuple[str, ...] = ("kube-*", "default", "volcano-*")
+DEFAULT_PROTECTED_NAMESPACES: tuple[str, ...] = ("kube-*", "default", "volcano-*", "kueue-*")
 
 
 def dns1123_label_errors(value: str) -> list[str]:

@@ -220,8 +220,19 @@ class ClusterSpec:
     tiers: tuple[TierSpec, ...] = ()
     # Glob patterns of namespaces nothing is rendered into (the installation's deny-list).
     protected_namespaces: tuple[str, ...] = DEFAULT_PROTECTED_NAMESPACES
+    # The cluster's GPU products (node label ``nvidia.com/gpu.product``) with their GPU counts:
+    # the Kueue backend renders one ResourceFlavor per product and splits each team's
+    # ``nvidia.com/gpu`` amounts across them by these counts (Volcano ignores it).
+    gpu_products: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
+        products = tuple(sorted((str(p), int(n)) for p, n in self.gpu_products))
+        if len({p for p, _ in products}) != len(products):
+            raise ValueError("duplicate GPU products")
+        for product, count in products:
+            if not product or count <= 0:
+                raise ValueError(f"GPU product {product!r}: needs a name and a positive count")
+        object.__setattr__(self, "gpu_products", products)
         object.__setattr__(self, "teams", tuple(sorted(self.teams, key=lambda t: t.slug)))
         object.__setattr__(self, "namespaces", tuple(sorted(self.namespaces, key=lambda n: n.name)))
         object.__setattr__(self, "tiers", tuple(sorted(self.tiers, key=lambda t: t.name)))

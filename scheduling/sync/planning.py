@@ -15,11 +15,12 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from kube.apply import call_with_retry
-from kube.client import KINDS, build_api_client
+from kube.client import build_api_client
 from kube.errors import K8sError
 from kube.observe import MANAGED_SELECTOR, list_managed, managed_in_dump
 from kube.scheduler_config import read_scheduler_config, scheduler_config_warnings
 from quotas.quantities import parse_quantity as parse_db_quantity
+from scheduling.backend import current_backend
 from scheduling.desired import SyncScope, sync_scope
 from scheduling.domain.plan import (
     Change,
@@ -28,7 +29,7 @@ from scheduling.domain.plan import (
     diff_object,
     render_diff,
 )
-from scheduling.domain.render import LABEL_TEAM
+from scheduling.domain.render import CLUSTER_KINDS, LABEL_TEAM, QUEUE_KINDS
 from scheduling.exceptions import SyncError
 from scheduling.models import SyncRun
 from scheduling.sync.progress import Progress
@@ -175,16 +176,18 @@ def observe_live(
 ) -> list[dict[str, Any]]:
     """LIST every managed kind once (paginated); each listing retried as a whole.
 
-    A targeted sync lists by team label instead (``fairshare.io/team in (...)``): the teams'
-    namespaced kinds, the Queues of their trees, and no PriorityClasses.
+    The kinds are the configured backend's (``FAIRSHARE_SCHEDULER``). A targeted sync lists by
+    team label instead (``fairshare.io/team in (...)``): the teams' namespaced kinds, the
+    Queues (ClusterQueues, Cohorts) of their trees, and none of the cluster kinds
+    (PriorityClasses, WorkloadPriorityClasses, ResourceFlavors).
     """
     live: list[dict[str, Any]] = []
-    for kind in KINDS:
+    for kind in current_backend().kinds:
         selector = MANAGED_SELECTOR
         if scope is not None:
-            if kind == "PriorityClass" or (kind != "Queue" and not scope.teams):
+            if kind in CLUSTER_KINDS or (kind not in QUEUE_KINDS and not scope.teams):
                 continue
-            if kind != "Queue":
+            if kind not in QUEUE_KINDS:
                 selector = _selector(scope.teams)
             elif not scope.queues:
                 selector = _selector(scope.trees)

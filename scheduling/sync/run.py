@@ -17,13 +17,13 @@ from django.utils import timezone
 
 from kube.errors import K8sError, K8sTransient
 from scheduling import namespace_guard
+from scheduling.backend import current_backend
 from scheduling.choices import SyncAction, SyncStatus
 from scheduling.desired import build_cluster_spec, sync_scope
 from scheduling.domain.plan import (
     Change,
     plan,
 )
-from scheduling.domain.render import render
 from scheduling.exceptions import SyncError
 from scheduling.models import SyncItem, SyncRun
 from scheduling.sync.flight import (
@@ -174,14 +174,17 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: RedisLock | None) -> SyncR
             if scope is not None and set(done) - scope.teams:
                 scope = sync_scope(scope.teams | set(done), queues=scope.queues)
         if scope is None:
-            manifests = render(build_cluster_spec(computation_id=run.share_computation_id))
+            manifests = current_backend().render(
+                build_cluster_spec(computation_id=run.share_computation_id)
+            )
         else:
             spec = build_cluster_spec(
                 # Every Queue: every tree (namespaces are read, only the teams' rendered).
                 within=None if scope.queues else scope.trees,
                 computation_id=run.share_computation_id,
             )
-            manifests = [m for m in render(spec, namespaces_of=scope.teams) if scope.covers(m)]
+            rendered = current_backend().render(spec, namespaces_of=scope.teams)
+            manifests = [m for m in rendered if scope.covers(m)]
         desired = [with_last_applied(m) for m in manifests]
         phases.done("render")
         if snapshot:

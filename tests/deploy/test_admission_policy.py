@@ -198,7 +198,8 @@ def test_every_object_the_renderer_makes_passes_in_the_namespaces_it_renders(cel
 
 
 @pytest.mark.parametrize(
-    "namespace", ["kube-system", "kube-public", "default", "volcano-system", "fairshare"]
+    "namespace",
+    ["kube-system", "kube-public", "default", "volcano-system", "kueue-system", "fairshare"],
 )
 def test_it_refuses_a_role_binding_in_a_protected_namespace_even_if_labelled(cel, namespace):
     refused = cel.refusals(

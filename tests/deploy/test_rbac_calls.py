@@ -12,10 +12,11 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from kube.client import KINDS
-from scheduling.domain.render import render
+from scheduling.domain.backends import BACKENDS
 from scheduling.domain.types import ClusterSpec, MemberSpec, NamespaceSpec, TeamSpec
 
 ROOT = Path(__file__).parents[2]
@@ -72,29 +73,38 @@ def collection_resources() -> set[tuple[str, str]]:
     return found
 
 
-def managed() -> set[tuple[str, str]]:
-    return {(i.api_version.rpartition("/")[0], i.plural) for i in KINDS.values()}
+def managed(backend: str) -> set[tuple[str, str]]:
+    infos = [KINDS[kind] for kind in BACKENDS[backend].kinds]
+    return {(i.api_version.rpartition("/")[0], i.plural) for i in infos}
 
 
-def granted() -> set[tuple[str, str, str, str]]:
-    docs = [d for d in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text()) if d]
-    [role] = [d for d in docs if d["kind"] == "ClusterRole"]
-    return {
-        (g, r, v, n)
-        for rule in role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-        for n in rule.get("resourceNames") or ["*"]
-    }
+# The ClusterRoles each backend's deployment binds: the base's, and with Kueue the overlay's.
+ROLE_FILES = {"volcano": ("rbac.yaml",), "kueue": ("rbac.yaml", "kueue/rbac-kueue.yaml")}
 
 
-def needed() -> set[tuple[str, str, str, str]]:
+def granted(backend: str = "volcano", files: tuple[str, ...] | None = None):
+    grants = set()
+    for name in files or ROLE_FILES[backend]:
+        docs = [d for d in yaml.safe_load_all((ROOT / "deploy" / name).read_text()) if d]
+        [role] = [d for d in docs if d["kind"] == "ClusterRole"]
+        grants |= {
+            (g, r, v, n)
+            for rule in role["rules"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+            for v in rule["verbs"]
+            for n in rule.get("resourceNames") or ["*"]
+        }
+    return grants
+
+
+def needed(backend: str = "volcano") -> set[tuple[str, str, str, str]]:
     need = set()
+    kinds = managed(backend)
     for (group, resource), verb in [
-        *[(gr, "list") for gr in collection_resources() | managed()],
-        *[(gr, "watch") for gr in managed()],
-        *[(gr, v) for gr in managed() for v in ("patch", "create", "delete")],
+        *[(gr, "list") for gr in collection_resources() | kinds],
+        *[(gr, "watch") for gr in kinds],
+        *[(gr, v) for gr in kinds for v in ("patch", "create", "delete")],
     ]:
         need.add((group, resource, verb, "*"))
     # The team RoleBindings' roleRefs and the Role fairshare-volcano (RBAC escalation
@@ -103,7 +113,7 @@ def needed() -> set[tuple[str, str, str, str]]:
         teams=(TeamSpec("team-a", members=(MemberSpec("a", "lead"), MemberSpec("b", "member"))),),
         namespaces=(NamespaceSpec("team-a-ml", "team-a", volcano_jobs=True),),
     )
-    for manifest in render(spec):
+    for manifest in BACKENDS[backend].render(spec):
         if manifest["kind"] == "RoleBinding" and manifest["roleRef"]["kind"] == "ClusterRole":
             need.add(
                 ("rbac.authorization.k8s.io", "clusterroles", "bind", manifest["roleRef"]["name"])
@@ -127,6 +137,23 @@ def test_the_cluster_role_grants_exactly_what_the_calls_need():
     unused = {g for g in grants - need if g[2] != "bind"}
     assert unused == set(), "the ClusterRole grants verbs the code never uses"
     assert {g[3] for g in grants if g[2] == "bind"} == {"admin", "edit", "view"}
+
+
+def test_with_kueue_the_overlay_grants_exactly_what_the_kueue_calls_add():
+    need = needed("kueue")
+    grants = granted("kueue")
+    assert need - grants == set(), "the Kueue backend needs permissions its ClusterRoles lack"
+    overlay = granted(files=("kueue/rbac-kueue.yaml",))
+    assert {g[0] for g in overlay} == {"kueue.x-k8s.io"}, "the overlay grants only Kueue's kinds"
+    assert overlay - need == set(), "the Kueue ClusterRole grants verbs the code never uses"
+    # ...and the base grants nothing of Kueue's: those rights come only with the backend.
+    assert {g for g in granted("volcano") if g[0] == "kueue.x-k8s.io"} == set()
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_every_backend_lists_only_kinds_its_role_files_grant(backend):
+    lists = {(g, r) for g, r, v, _ in granted(backend) if v == "list"}
+    assert managed(backend) <= lists
 
 
 def test_deploy_readmes_least_privilege_table_is_the_cluster_role():

@@ -20,6 +20,7 @@ from kube.errors import (
     K8sTransient,
 )
 from kube.observe import list_managed, list_raw
+from scheduling.domain.backends import BACKENDS
 
 # The lead registers this plugin in tests/conftest.py; naming it here too is harmless (pytest
 # registers a plugin once) and lets this module run on its own.
@@ -104,7 +105,13 @@ def test_it_knows_where_each_managed_kind_lives():
         "/api/v1/namespaces/team-a/resourcequotas/fairshare"
     )
     assert kind_info("RoleBinding").path() == "/apis/rbac.authorization.k8s.io/v1/rolebindings"
-    assert set(KINDS) == {
+    assert kind_info("LocalQueue").path("team-a", "default") == (
+        "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues/default"
+    )
+    assert kind_info("ClusterQueue").path() == "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+    # The registry is both backends' kinds, no more (each sync lists only its backend's).
+    assert set(KINDS) == set(BACKENDS["volcano"].kinds) | set(BACKENDS["kueue"].kinds)
+    assert set(BACKENDS["volcano"].kinds) == {
         "Namespace",
         "ResourceQuota",
         "LimitRange",

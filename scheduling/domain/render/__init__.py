@@ -20,20 +20,33 @@ from __future__ import annotations
 
 from .amounts import QueueAmounts, deserved_amounts, queue_amounts
 from .assemble import render
-from .keys import file_name, leaf_queue_name, object_key, object_name, queue_depths, sort_key
+from .keys import (
+    KUEUE_LOCAL_QUEUE,
+    file_name,
+    hierarchy_parent,
+    leaf_queue_name,
+    object_key,
+    object_name,
+    queue_depths,
+    sort_key,
+)
 from .labels import (
     ANNOTATION_ADOPTED,
     ANNOTATION_QUEUE,
     ANNOTATION_RELEASED,
+    CLUSTER_KINDS,
     KIND_ORDER,
+    KUEUE_QUEUE_LABEL,
     LABEL_DEPARTMENT,
     LABEL_MANAGED_BY,
     LABEL_TEAM,
     LABEL_TIER,
     MANAGER,
     OWN_QUEUE_SUFFIX,
+    QUEUE_KINDS,
     RESERVED_QUEUE_NAMES,
     ROLE_CLUSTER_ROLES,
+    ROOT_COHORT,
 )
 from .manifests import limit_range_item
 
@@ -41,18 +54,24 @@ __all__ = [
     "ANNOTATION_ADOPTED",
     "ANNOTATION_QUEUE",
     "ANNOTATION_RELEASED",
+    "CLUSTER_KINDS",
     "KIND_ORDER",
+    "KUEUE_LOCAL_QUEUE",
+    "KUEUE_QUEUE_LABEL",
     "LABEL_DEPARTMENT",
     "LABEL_MANAGED_BY",
     "LABEL_TEAM",
     "LABEL_TIER",
     "MANAGER",
     "OWN_QUEUE_SUFFIX",
+    "QUEUE_KINDS",
     "RESERVED_QUEUE_NAMES",
     "ROLE_CLUSTER_ROLES",
+    "ROOT_COHORT",
     "QueueAmounts",
     "deserved_amounts",
     "file_name",
+    "hierarchy_parent",
     "leaf_queue_name",
     "limit_range_item",
     "object_key",

@@ -16,16 +16,17 @@ key order, so the same spec always gives the same list, byte for byte once seria
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 from quotas.domain.names import protected_by, team_slug_errors
 from scheduling.domain.types import ClusterSpec, TeamSpec
 
-from .amounts import queue_amounts
+from .amounts import QueueAmounts, queue_amounts
 from .keys import sort_key
 from .labels import OWN_QUEUE_SUFFIX
 from .manifests import Manifest, namespace_objects, priority_class, queue
 
-__all__ = ["render"]
+__all__ = ["Prepared", "prepare", "render"]
 
 
 def _check(spec: ClusterSpec) -> dict[str, TeamSpec]:
@@ -85,6 +86,39 @@ def _effectively_active(teams: Mapping[str, TeamSpec]) -> set[str]:
     return active
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What every backend renders from: steps 1–3 of :func:`render`, backend-neutral.
+
+    ``teams`` by slug; ``depths`` of every queue name (own leaves included); ``managed`` the
+    namespaces that get objects; ``amounts`` every queue's guarantee, capability and deserved
+    (:func:`.amounts.queue_amounts`: the one computation both backends encode).
+    """
+
+    teams: dict[str, TeamSpec]
+    depths: dict[str, int]
+    managed: list
+    amounts: dict[str, QueueAmounts]
+
+
+def prepare(spec: ClusterSpec) -> Prepared:
+    """Check ``spec`` and compute what both backends render from (raises ValueError)."""
+    teams = _check(spec)
+    depths = _queue_depths(teams)
+    active = _effectively_active(teams)
+    protected = spec.protected_namespaces
+    managed = [
+        ns
+        for ns in spec.namespaces
+        if ns.managed and ns.team in active and protected_by(ns.name, protected) is None
+    ]
+    own_leaves = {ns.team for ns in managed if teams[ns.team].is_department}
+    amounts = queue_amounts(teams, active, own_leaves)
+    for slug in own_leaves:
+        depths[f"{slug}{OWN_QUEUE_SUFFIX}"] = depths[slug] + 1
+    return Prepared(teams, depths, managed, amounts)
+
+
 def render(spec: ClusterSpec, *, namespaces_of: Collection[str] | None = None) -> list[Manifest]:
     """Render the desired state of the cluster as a list of manifests.
 
@@ -111,22 +145,10 @@ def render(spec: ClusterSpec, *, namespaces_of: Collection[str] | None = None) -
     every Queue passes Volcano's admission rules; every managed Namespace names a leaf Queue;
     no LimitRange defaults a GPU onto a container.
     """
-    teams = _check(spec)
-    depths = _queue_depths(teams)
-    active = _effectively_active(teams)
-    protected = spec.protected_namespaces
-    managed = [
-        ns
-        for ns in spec.namespaces
-        if ns.managed and ns.team in active and protected_by(ns.name, protected) is None
-    ]
-    own_leaves = {ns.team for ns in managed if teams[ns.team].is_department}
-    amounts = queue_amounts(teams, active, own_leaves)
-    for slug in own_leaves:
-        depths[f"{slug}{OWN_QUEUE_SUFFIX}"] = depths[slug] + 1
+    ready = prepare(spec)
     objects: list[Manifest] = [priority_class(tier) for tier in spec.tiers]
-    objects += [queue(teams[q.team], q) for q in amounts.values()]
-    for ns in managed:
+    objects += [queue(ready.teams[q.team], q) for q in ready.amounts.values()]
+    for ns in ready.managed:
         if namespaces_of is None or ns.team in namespaces_of:
-            objects += namespace_objects(ns, teams[ns.team])
-    return sorted(objects, key=lambda obj: sort_key(obj, depths))
+            objects += namespace_objects(ns, ready.teams[ns.team])
+    return sorted(objects, key=lambda obj: sort_key(obj, ready.depths))

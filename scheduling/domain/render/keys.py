@@ -13,10 +13,12 @@ from typing import Any
 
 from scheduling.domain.types import ROLES, TeamSpec
 
-from .labels import KIND_ORDER, MANAGER, OWN_QUEUE_SUFFIX
+from .labels import KIND_ORDER, MANAGER, OWN_QUEUE_SUFFIX, QUEUE_KINDS
 
 __all__ = [
+    "KUEUE_LOCAL_QUEUE",
     "file_name",
+    "hierarchy_parent",
     "leaf_queue_name",
     "object_key",
     "object_name",
@@ -33,21 +35,53 @@ def object_name(kind: str, owner: str = "", role: str = "") -> str:
     RoleBinding.
     The per-namespace singletons (ResourceQuota, LimitRange, the Volcano Role) are all
     ``fairshare``-prefixed so they never collide with objects a team creates itself.
+    Kueue's kinds: a ClusterQueue is named like the Queue it stands for, a Cohort after its
+    department, a ResourceFlavor and a WorkloadPriorityClass after their owner (flavor, tier);
+    the LocalQueue of a namespace is ``default`` (:data:`KUEUE_LOCAL_QUEUE`), and the read-only
+    Kueue Role is ``fairshare-kueue`` (``role="kueue"``).
     Raises ValueError for a kind the renderer does not produce.
     """
-    if kind in ("Namespace", "Queue", "PriorityClass"):
+    if kind in (
+        "Namespace",
+        "Queue",
+        "PriorityClass",
+        "ClusterQueue",
+        "Cohort",
+        "ResourceFlavor",
+        "WorkloadPriorityClass",
+    ):
         if not owner:
             raise ValueError(f"{kind} name needs an owner")
         return owner
     if kind in ("ResourceQuota", "LimitRange"):
         return MANAGER
+    if kind == "LocalQueue":
+        return KUEUE_LOCAL_QUEUE
     if kind == "Role":
-        return f"{MANAGER}-volcano"
+        return f"{MANAGER}-kueue" if role == "kueue" else f"{MANAGER}-volcano"
     if kind == "RoleBinding":
-        if role not in (*ROLES, "volcano"):
+        if role not in (*ROLES, "volcano", "kueue"):
             raise ValueError(f"unknown role {role!r}")
         return f"{MANAGER}-{role}"
     raise ValueError(f"fairshare does not render {kind}")
+
+
+# Kueue's DefaultLocalQueueName (pkg/controller/constants/constants.go): a job without the
+# ``kueue.x-k8s.io/queue-name`` label is given this queue when a LocalQueue of that name exists in
+# its namespace (LocalQueueDefaulting, on by default since Kueue v0.12).
+KUEUE_LOCAL_QUEUE = "default"
+
+
+def hierarchy_parent(manifest: Mapping[str, Any]) -> str | None:
+    """The parent a hierarchical object names: a Volcano Queue's ``spec.parent``, a Cohort's
+    ``spec.parentName``, a ClusterQueue's ``spec.cohortName``; None for any other kind."""
+    field = {"Queue": "parent", "Cohort": "parentName", "ClusterQueue": "cohortName"}.get(
+        str(manifest.get("kind"))
+    )
+    if field is None:
+        return None
+    parent = (manifest.get("spec") or {}).get(field)
+    return str(parent) if parent else None
 
 
 def leaf_queue_name(team: TeamSpec) -> str:
@@ -77,7 +111,7 @@ def file_name(manifest: Mapping[str, Any], depth: int = 0) -> str:
     base = f"{kind.lower()}-{name}.yaml"
     if kind == "Namespace":
         return f"namespaces/{name}/00-{base}"
-    if kind == "Queue":
+    if kind in QUEUE_KINDS:
         return f"cluster/{kind.lower()}-{depth}-{name}.yaml"
     if namespace is None:
         return f"cluster/{base}"
@@ -85,11 +119,13 @@ def file_name(manifest: Mapping[str, Any], depth: int = 0) -> str:
 
 
 def queue_depths(manifests: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Depth of each rendered Queue (0 for the top level) from the manifests' ``spec.parent``."""
+    """Depth of each rendered Queue, Cohort and ClusterQueue (0 for the top level) from the
+    parent each names (:func:`hierarchy_parent`). Names are unique across these kinds: a
+    department's Cohort is its slug, its ClusterQueue ``<slug>.own``."""
     parents = {
-        m["metadata"]["name"]: (m.get("spec") or {}).get("parent")
+        m["metadata"]["name"]: hierarchy_parent(m)
         for m in manifests
-        if m.get("kind") == "Queue"
+        if m.get("kind") in QUEUE_KINDS
     }
     depths: dict[str, int] = {}
     for name in parents:
@@ -108,5 +144,5 @@ def sort_key(
     ``depth`` maps queue names to their distance from the root; unknown kinds sort last.
     """
     kind, namespace, name = object_key(manifest)
-    level = (depth or {}).get(name, 0) if kind == "Queue" else 0
+    level = (depth or {}).get(name, 0) if kind in QUEUE_KINDS else 0
     return (KIND_ORDER.get(kind, len(KIND_ORDER)), level, namespace or "", name)

@@ -18,15 +18,19 @@ __all__ = [
     "ANNOTATION_ADOPTED",
     "ANNOTATION_QUEUE",
     "ANNOTATION_RELEASED",
+    "CLUSTER_KINDS",
     "KIND_ORDER",
+    "KUEUE_QUEUE_LABEL",
     "LABEL_DEPARTMENT",
     "LABEL_MANAGED_BY",
     "LABEL_TEAM",
     "LABEL_TIER",
     "MANAGER",
     "OWN_QUEUE_SUFFIX",
+    "QUEUE_KINDS",
     "RESERVED_QUEUE_NAMES",
     "ROLE_CLUSTER_ROLES",
+    "ROOT_COHORT",
     "VOLCANO_ROLES",
 ]
 
@@ -50,14 +54,36 @@ VOLCANO_ROLES = ("lead", "member")
 # team with one of these slugs would fight the scheduler) come from quotas.domain.names, the one
 # definition of the name rules that the entry points validate against too.
 
+# Kueue's queue label (sigs.k8s.io/kueue pkg/controller/constants/constants.go ``QueueLabel``):
+# a job names its LocalQueue with it; a job without it gets ``default`` where a LocalQueue of
+# that name exists (jobframework/defaults.go ``setDefaultLocalQueue``).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# The Cohort every top-level ClusterQueue and Cohort hangs from (a dotted name, so no team slug,
+# a DNS label, can ever be it): Kueue refuses borrowing and lending limits on a queue without a
+# parent (pkg/webhooks/clusterqueue_webhook.go ``validateLimit``), so Volcano's implicit ``root``
+# becomes an explicit root Cohort.
+ROOT_COHORT = "fairshare.root"
+
 # Creation order: what other objects refer to comes first (a Queue's parent, a namespace's
-# contents, the Role a RoleBinding names). Pruning walks it backwards.
+# contents, the Role a RoleBinding names). Pruning walks it backwards. Both backends' kinds are
+# here; a backend renders only its own (scheduling.domain.backends).
 KIND_ORDER: dict[str, int] = {
     "Namespace": 0,
     "PriorityClass": 1,
-    "Queue": 2,
-    "ResourceQuota": 3,
-    "LimitRange": 4,
-    "Role": 5,
-    "RoleBinding": 6,
+    "WorkloadPriorityClass": 2,
+    "ResourceFlavor": 3,
+    "Queue": 4,
+    "Cohort": 5,
+    "ClusterQueue": 6,
+    "ResourceQuota": 7,
+    "LimitRange": 8,
+    "LocalQueue": 9,
+    "Role": 10,
+    "RoleBinding": 11,
 }
+
+# The hierarchical kinds: rendered per department tree (a targeted sync renders and lists the
+# trees it touches), ordered parents first.
+QUEUE_KINDS = frozenset({"Queue", "Cohort", "ClusterQueue"})
+# Cluster-scoped kinds no team owns: rendered whole, by full syncs only.
+CLUSTER_KINDS = frozenset({"PriorityClass", "WorkloadPriorityClass", "ResourceFlavor"})

@@ -85,7 +85,19 @@ from .labels import (
     VOLCANO_ROLES,
 )
 
-__all__ = ["Manifest", "limit_range_item", "namespace_objects", "priority_class", "queue"]
+__all__ = [
+    "Manifest",
+    "labels_for",
+    "limit_range_item",
+    "manifest",
+    "namespace_objects",
+    "priority_class",
+    "quantities",
+    "queue",
+    "role_binding",
+    "tenancy_objects",
+    "tier_labels",
+]
 
 _API_VERSIONS = {
     "Namespace": "v1",
@@ -95,6 +107,13 @@ _API_VERSIONS = {
     "RoleBinding": "rbac.authorization.k8s.io/v1",
     "PriorityClass": "scheduling.k8s.io/v1",
     "Queue": "scheduling.volcano.sh/v1beta1",
+    # Kueue's storage version (sigs.k8s.io/kueue apis/kueue/v1beta2; v1beta1 is deprecated and
+    # served through conversion only).
+    "ClusterQueue": "kueue.x-k8s.io/v1beta2",
+    "Cohort": "kueue.x-k8s.io/v1beta2",
+    "LocalQueue": "kueue.x-k8s.io/v1beta2",
+    "ResourceFlavor": "kueue.x-k8s.io/v1beta2",
+    "WorkloadPriorityClass": "kueue.x-k8s.io/v1beta2",
 }
 _RBAC_GROUP = "rbac.authorization.k8s.io"
 _QUOTA_LIMIT_RESOURCES = ("cpu", "memory")
@@ -102,11 +121,15 @@ _QUOTA_LIMIT_RESOURCES = ("cpu", "memory")
 Manifest = dict[str, Any]
 
 
-def _quantities(amounts: Mapping[str, Decimal], key: Callable[[str], str] = str) -> dict[str, str]:
+def quantities(amounts: Mapping[str, Decimal], key: Callable[[str], str] = str) -> dict[str, str]:
+    """``amounts`` as Kubernetes quantity strings, in sorted key order (``key`` renames)."""
     return {key(r): format_quantity(amounts[r], r) for r in sorted(amounts)}
 
 
-def _labels(team: TeamSpec | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def labels_for(
+    team: TeamSpec | None = None, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Our labels: the ownership label, the team's label when there is a team, then ``extra``."""
     labels = {LABEL_MANAGED_BY: MANAGER}
     if team is not None:
         labels[LABEL_TEAM] = team.slug
@@ -114,7 +137,9 @@ def _labels(team: TeamSpec | None = None, extra: Mapping[str, str] | None = None
     return dict(sorted(labels.items()))
 
 
-def _manifest(kind: str, name: str, labels: dict[str, str], namespace: str = "") -> Manifest:
+def manifest(kind: str, name: str, labels: dict[str, str], namespace: str = "") -> Manifest:
+    """The skeleton of a rendered object: apiVersion, kind and metadata (name, namespace,
+    labels), for every kind either backend renders."""
     metadata: dict[str, Any] = {"name": name}
     if namespace:
         metadata["namespace"] = namespace
@@ -122,16 +147,16 @@ def _manifest(kind: str, name: str, labels: dict[str, str], namespace: str = "")
     return {"apiVersion": _API_VERSIONS[kind], "kind": kind, "metadata": metadata}
 
 
-def _tier_labels(team: TeamSpec) -> dict[str, str]:
+def tier_labels(team: TeamSpec) -> dict[str, str]:
     return {LABEL_TIER: team.tier} if team.tier else {}
 
 
 def priority_class(tier: TierSpec) -> Manifest:
     """The PriorityClass of a tier (no team label: it belongs to the cluster)."""
-    obj = _manifest(
+    obj = manifest(
         "PriorityClass",
         object_name("PriorityClass", tier.name),
-        _labels(extra={LABEL_TIER: tier.name}),
+        labels_for(extra={LABEL_TIER: tier.name}),
     )
     obj["value"] = tier.value
     obj["preemptionPolicy"] = tier.preemption_policy
@@ -144,29 +169,33 @@ def priority_class(tier: TierSpec) -> Manifest:
 
 def queue(team: TeamSpec, amounts: QueueAmounts) -> Manifest:
     """The Volcano Queue ``amounts.name`` of ``team`` (its own, or its ``.own`` leaf)."""
-    extra = _tier_labels(team)
+    extra = tier_labels(team)
     if team.is_department and amounts.name == team.slug:
         extra[LABEL_DEPARTMENT] = "true"
-    obj = _manifest("Queue", object_name("Queue", amounts.name), _labels(team, extra))
+    obj = manifest("Queue", object_name("Queue", amounts.name), labels_for(team, extra))
     spec: dict[str, Any] = {"weight": team.weight, "reclaimable": team.reclaimable}
     if amounts.capability:
-        spec["capability"] = _quantities(amounts.capability)
+        spec["capability"] = quantities(amounts.capability)
     if amounts.guarantee:
-        spec["guarantee"] = {"resource": _quantities(amounts.guarantee)}
+        spec["guarantee"] = {"resource": quantities(amounts.guarantee)}
     if amounts.deserved:
-        spec["deserved"] = _quantities(amounts.deserved)
+        spec["deserved"] = quantities(amounts.deserved)
     if amounts.parent:
         spec["parent"] = amounts.parent
     obj["spec"] = spec
     return obj
 
 
-def _namespace(ns: NamespaceSpec, team: TeamSpec) -> Manifest:
-    labels = {**ns.labels, **_labels(team, _tier_labels(team))}
-    obj = _manifest("Namespace", object_name("Namespace", ns.name), dict(sorted(labels.items())))
-    obj["metadata"]["annotations"] = {ANNOTATION_QUEUE: leaf_queue_name(team)}
+def _namespace(ns: NamespaceSpec, team: TeamSpec, *, route: bool = True) -> Manifest:
+    labels = {**ns.labels, **labels_for(team, tier_labels(team))}
+    obj = manifest("Namespace", object_name("Namespace", ns.name), dict(sorted(labels.items())))
+    annotations: dict[str, str] = {}
+    if route:
+        annotations[ANNOTATION_QUEUE] = leaf_queue_name(team)
     if ns.adopted:
-        obj["metadata"]["annotations"][ANNOTATION_ADOPTED] = "true"
+        annotations[ANNOTATION_ADOPTED] = "true"
+    if annotations:
+        obj["metadata"]["annotations"] = annotations
     return obj
 
 
@@ -175,12 +204,12 @@ def _resource_quota(ns: NamespaceSpec, team: TeamSpec) -> Manifest:
 
     Invariant: no ``limits.`` key other than ``limits.cpu`` and ``limits.memory``, ever.
     """
-    hard = _quantities(ns.quota, key=lambda r: f"requests.{r}")
+    hard = quantities(ns.quota, key=lambda r: f"requests.{r}")
     if ns.limits is not None and ns.limits.quota_limits:
         for resource in _QUOTA_LIMIT_RESOURCES:
             if resource in ns.quota:
                 hard[f"limits.{resource}"] = format_quantity(ns.quota[resource], resource)
-    obj = _manifest("ResourceQuota", object_name("ResourceQuota"), _labels(team), ns.name)
+    obj = manifest("ResourceQuota", object_name("ResourceQuota"), labels_for(team), ns.name)
     obj["spec"] = {"hard": dict(sorted(hard.items()))}
     return obj
 
@@ -216,12 +245,12 @@ def limit_range_item(limits: LimitSpec) -> dict[str, Any]:
     item: dict[str, Any] = {"type": "Container"}
     for key, amounts in (("default", default), ("defaultRequest", request), ("max", limits.max)):
         if amounts:
-            item[key] = _quantities(amounts)
+            item[key] = quantities(amounts)
     return item
 
 
 def _limit_range(ns: NamespaceSpec, team: TeamSpec, limits: LimitSpec) -> Manifest:
-    obj = _manifest("LimitRange", object_name("LimitRange"), _labels(team), ns.name)
+    obj = manifest("LimitRange", object_name("LimitRange"), labels_for(team), ns.name)
     obj["spec"] = {"limits": [limit_range_item(limits)]}
     return obj
 
@@ -243,14 +272,14 @@ def _role_binding(
     ref_name: str,
     subjects: list[dict[str, str]],
 ) -> Manifest:
-    obj = _manifest("RoleBinding", object_name("RoleBinding", role=role), _labels(team), ns.name)
+    obj = manifest("RoleBinding", object_name("RoleBinding", role=role), labels_for(team), ns.name)
     obj["roleRef"] = {"apiGroup": _RBAC_GROUP, "kind": ref_kind, "name": ref_name}
     obj["subjects"] = subjects
     return obj
 
 
 def _volcano_role(ns: NamespaceSpec, team: TeamSpec) -> Manifest:
-    obj = _manifest("Role", object_name("Role"), _labels(team), ns.name)
+    obj = manifest("Role", object_name("Role"), labels_for(team), ns.name)
     obj["rules"] = [
         {
             "apiGroups": ["batch.volcano.sh"],
@@ -275,9 +304,11 @@ def _volcano_role(ns: NamespaceSpec, team: TeamSpec) -> Manifest:
     return obj
 
 
-def namespace_objects(ns: NamespaceSpec, team: TeamSpec) -> list[Manifest]:
-    """Every object rendered for one managed namespace, the Namespace itself first."""
-    objects = [_namespace(ns, team), _resource_quota(ns, team)]
+def tenancy_objects(ns: NamespaceSpec, team: TeamSpec, *, route: bool) -> list[Manifest]:
+    """What every backend renders for one managed namespace, the Namespace itself first: the
+    Namespace (with Volcano's queue annotation when ``route``), its ResourceQuota, LimitRange
+    and the lead/member/viewer RoleBindings."""
+    objects = [_namespace(ns, team, route=route), _resource_quota(ns, team)]
     if ns.limits is not None and not ns.limits.is_empty:
         objects.append(_limit_range(ns, team, ns.limits))
     for role in ROLES:
@@ -286,6 +317,23 @@ def namespace_objects(ns: NamespaceSpec, team: TeamSpec) -> list[Manifest]:
             objects.append(
                 _role_binding(ns, team, role, "ClusterRole", ROLE_CLUSTER_ROLES[role], subjects)
             )
+    return objects
+
+
+def role_binding(
+    ns: NamespaceSpec, team: TeamSpec, role: str, roles: Iterable[str], role_name: str
+) -> Manifest | None:
+    """The RoleBinding ``fairshare-<role>`` of ``ns`` binding the team's people in ``roles`` to
+    the namespace's Role ``role_name``; None when nobody holds those roles."""
+    subjects = _subjects(team, roles)
+    if not subjects:
+        return None
+    return _role_binding(ns, team, role, "Role", role_name, subjects)
+
+
+def namespace_objects(ns: NamespaceSpec, team: TeamSpec) -> list[Manifest]:
+    """Every object the Volcano backend renders for one managed namespace, Namespace first."""
+    objects = tenancy_objects(ns, team, route=True)
     if ns.volcano_jobs:
         objects.append(_volcano_role(ns, team))
         subjects = _subjects(team, VOLCANO_ROLES)

@@ -1,5 +1,12 @@
 """``manage.py export_manifests --out DIR``: the desired state as YAML files, for GitOps.
 
+It writes the configured backend's set (``FAIRSHARE_SCHEDULER``: Volcano's Queues, or Kueue's
+ResourceFlavors, WorkloadPriorityClasses, Cohorts, ClusterQueues and LocalQueues). Kueue's
+objects may be applied in any order — a ClusterQueue naming a Cohort or ResourceFlavor that does
+not exist yet is accepted and stays inactive until it does, a LocalQueue likewise for its
+ClusterQueue — and the layout applies parents first all the same
+(``cluster/cohort-<depth>-...``, ``cluster/clusterqueue-<depth>-...``).
+
 The layout (``render.file_name``) lets ``kubectl apply --server-side -R -f DIR`` apply a first
 export in one pass: kubectl walks the tree in lexical order, so cluster-scoped objects
 (``cluster/``: PriorityClasses, then Queues numbered by depth, parents first) come before
@@ -19,9 +26,10 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from quotas.quantities import parse_quantity
+from scheduling.backend import current_backend
 from scheduling.desired import build_cluster_spec
 from scheduling.domain.plan import kubectl_passes, plan
-from scheduling.domain.render import file_name, queue_depths, render
+from scheduling.domain.render import file_name, queue_depths
 
 MARKER = ".fairshare-export"
 _MARKER_HEADER = (
@@ -62,7 +70,7 @@ class Command(BaseCommand):
         if root.exists() and not root.is_dir():
             raise CommandError(f"{root} exists and is not a directory")
         try:
-            manifests = render(build_cluster_spec())
+            manifests = current_backend().render(build_cluster_spec())
         except ValueError as e:
             raise CommandError(f"cannot render the desired state: {e}") from e
         depths = queue_depths(manifests)
