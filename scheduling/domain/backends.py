@@ -38,11 +38,17 @@ class Backend:
     label: str
     kinds: tuple[str, ...]
     renderer: Renderer
+    # What of the spec this backend cannot express, in people's words (sync notes).
+    limitations: Callable[[ClusterSpec], list[str]] = lambda spec: []
 
     def render(
         self, spec: ClusterSpec, *, namespaces_of: Collection[str] | None = None
     ) -> list[Manifest]:
         return self.renderer(spec, namespaces_of=namespaces_of)
+
+    def notes(self, spec: ClusterSpec) -> list[str]:
+        """Warnings about settings of ``spec`` that this backend cannot carry out."""
+        return self.limitations(spec)
 
 
 def _ordered(*kinds: str) -> tuple[str, ...]:
@@ -62,6 +68,7 @@ KUEUE = Backend(
         "LocalQueue",
     ),
     kueue.render,
+    kueue.limitations,
 )
 BACKENDS: dict[str, Backend] = {b.name: b for b in (VOLCANO, KUEUE)}
 

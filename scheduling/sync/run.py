@@ -173,18 +173,19 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: RedisLock | None) -> SyncR
             done = advance_transitions_first(api_client, notes)
             if scope is not None and set(done) - scope.teams:
                 scope = sync_scope(scope.teams | set(done), queues=scope.queues)
+        backend = current_backend()
         if scope is None:
-            manifests = current_backend().render(
-                build_cluster_spec(computation_id=run.share_computation_id)
-            )
+            spec = build_cluster_spec(computation_id=run.share_computation_id)
+            manifests = backend.render(spec)
         else:
             spec = build_cluster_spec(
                 # Every Queue: every tree (namespaces are read, only the teams' rendered).
                 within=None if scope.queues else scope.trees,
                 computation_id=run.share_computation_id,
             )
-            rendered = current_backend().render(spec, namespaces_of=scope.teams)
+            rendered = backend.render(spec, namespaces_of=scope.teams)
             manifests = [m for m in rendered if scope.covers(m)]
+        notes += backend.notes(spec)
         desired = [with_last_applied(m) for m in manifests]
         phases.done("render")
         if snapshot:

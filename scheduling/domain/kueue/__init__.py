@@ -55,7 +55,7 @@ from .manifests import (
 )
 from .quotas import node_quotas
 
-__all__ = ["DEFAULT_FLAVOR", "GPU_RESOURCE", "covered_resources", "render"]
+__all__ = ["DEFAULT_FLAVOR", "GPU_RESOURCE", "covered_resources", "limitations", "render"]
 
 
 def covered_resources(spec_amounts) -> list[str]:
@@ -64,6 +64,22 @@ def covered_resources(spec_amounts) -> list[str]:
     for q in spec_amounts.values():
         resources |= q.guarantee.keys() | q.capability.keys() | q.deserved.keys()
     return sorted(resources)
+
+
+def limitations(spec: ClusterSpec) -> list[str]:
+    """What of ``spec`` Kueue cannot carry out: Volcano's ``reclaimable: false`` (a queue whose
+    borrowed resources are never taken back) has no ClusterQueue field — Kueue decides
+    reclaiming on the *reclaiming* side (``preemption.reclaimWithinCohort``), for every lender
+    alike. Fairshare keeps every ClusterQueue's ``reclaimWithinCohort: Any`` (a fair allocation
+    must be reclaimable) and says so here, once per sync, naming the teams."""
+    teams = sorted(t.slug for t in spec.teams if t.active and not t.reclaimable)
+    if not teams:
+        return []
+    return [
+        "Warning: Kueue has no equivalent of Volcano's reclaimable: false (teams "
+        f"{', '.join(teams)}): their workloads that borrow beyond the team's fair allocation "
+        "may be preempted when a lender reclaims its quota."
+    ]
 
 
 def render(spec: ClusterSpec, *, namespaces_of: Collection[str] | None = None) -> list[Manifest]:

@@ -52,6 +52,18 @@ QUANTITY_PATHS: dict[str, tuple[Path, ...]] = {
         ("spec", "deserved", _ANY),
         ("spec", "guarantee", "resource", _ANY),
     ),
+    # Kueue (apis/kueue/v1beta2): ResourceQuota's nominalQuota/borrowingLimit/lendingLimit and
+    # FairSharing.weight are resource.Quantity.
+    **{
+        kind: (
+            *(
+                ("spec", "resourceGroups", _ANY, "flavors", _ANY, "resources", _ANY, key)
+                for key in ("nominalQuota", "borrowingLimit", "lendingLimit")
+            ),
+            ("spec", "fairSharing", "weight"),
+        )
+        for kind in ("ClusterQueue", "Cohort")
+    },
 }
 
 # The API server refuses to change these in place: an update touching them must be applied as
@@ -61,6 +73,10 @@ QUANTITY_PATHS: dict[str, tuple[Path, ...]] = {
 IMMUTABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "PriorityClass": ("value", "preemptionPolicy"),
     "RoleBinding": ("roleRef",),
+    # Kueue's LocalQueue CRD: ``spec.clusterQueue`` carries ``x-kubernetes-validations:
+    # self == oldSelf`` (apis/kueue/v1beta2/localqueue_types.go): a namespace whose team now
+    # has another ClusterQueue gets its LocalQueue deleted and created again.
+    "LocalQueue": ("spec.clusterQueue",),
 }
 
 # Kept for callers that want to know which top-level fields a kind's manifests set.
@@ -79,6 +95,17 @@ OWNED_FIELDS: dict[str, tuple[Path, ...]] = {
         ("spec", "deserved"),
         ("spec", "parent"),
     ),
+    "ClusterQueue": (
+        ("spec", "cohortName"),
+        ("spec", "namespaceSelector"),
+        ("spec", "resourceGroups"),
+        ("spec", "fairSharing"),
+        ("spec", "preemption"),
+    ),
+    "Cohort": (("spec", "parentName"), ("spec", "resourceGroups"), ("spec", "fairSharing")),
+    "LocalQueue": (("spec", "clusterQueue"),),
+    "ResourceFlavor": (("spec", "nodeLabels"),),
+    "WorkloadPriorityClass": (("value",), ("description",)),
 }
 
 
