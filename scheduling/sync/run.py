@@ -189,7 +189,11 @@ def _run_claimed(run: SyncRun, api_client: Any, lock: RedisLock | None) -> SyncR
         desired = [with_last_applied(m) for m in manifests]
         phases.done("render")
         if snapshot:
-            live = [o for o in snapshot_live(arg) if scope is None or scope.covers(o)]
+            live = [
+                o
+                for o in snapshot_live(arg)
+                if o.get("kind") in backend.kinds and (scope is None or scope.covers(o))
+            ]
         else:
             live = observe_live(api_client, progress, scope=scope)
         phases.done("read")
