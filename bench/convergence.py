@@ -12,6 +12,7 @@ flushed too, so give it one of its own):
     .venv/bin/python bench/convergence.py --scale 200       # 200 teams / 2,000 namespaces
     .venv/bin/python bench/convergence.py --scale 200 --syncs-only   # the two full syncs alone
     .venv/bin/python bench/convergence.py --scale 200 --tls          # over HTTPS
+    .venv/bin/python bench/convergence.py --scale demo --scheduler kueue   # the Kueue backend
 
 What it does:
 
@@ -56,6 +57,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("SECRET_KEY", "bench-only-not-a-secret")
 os.environ.setdefault("FAIRSHARE_LOG_LEVEL", "WARNING")
 os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.locmem.EmailBackend")
+
+# --scheduler volcano|kueue (FAIRSHARE_SCHEDULER) must be set before the settings load, for this
+# process and the worker it starts alike.
+for _i, _arg in enumerate(sys.argv):
+    if _arg.startswith("--scheduler"):
+        _value = _arg.partition("=")[2] or (sys.argv[_i + 1] if _i + 1 < len(sys.argv) else "")
+        os.environ["FAIRSHARE_SCHEDULER"] = _value
 
 import django  # noqa: E402
 
@@ -272,6 +280,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the fake serves HTTPS (a fresh CA; with --server process only)",
     )
     parser.add_argument(
+        "--scheduler",
+        choices=("volcano", "kueue"),
+        default="volcano",
+        help="the backend whose objects the syncs write (FAIRSHARE_SCHEDULER)",
+    )
+    parser.add_argument(
         "--syncs-only",
         action="store_true",
         help="only the first and the steady full sync (no worker, approvals or edits)",
@@ -280,7 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     broker = str(settings.CELERY_BROKER_URL)
     if not broker.startswith("redis://"):
         sys.exit("CELERY_BROKER_URL must be a redis:// URL (a database of its own: it is flushed)")
-    print(f"database: {settings.DATABASES['default']['NAME']}; broker: {broker}")
+    print(
+        f"database: {settings.DATABASES['default']['NAME']}; broker: {broker}; "
+        f"scheduler: {settings.FAIRSHARE_SCHEDULER}"
+    )
     fresh_database()
     import redis
 

@@ -37,6 +37,11 @@ def namespace_teams() -> dict[str, str]:
     return dict(Namespace.objects.values_list("name", "team__slug"))
 
 
+def _kueue() -> bool:
+    """Whether the cluster runs Kueue (``FAIRSHARE_SCHEDULER=kueue``): its Workloads are read."""
+    return getattr(settings, "FAIRSHARE_SCHEDULER", "volcano") == "kueue"
+
+
 def observe_cluster(
     namespace_map: Mapping[str, str],
     *,
@@ -53,7 +58,9 @@ def observe_cluster(
     snapshot cannot be read, K8sError subclasses when the API server fails.
     """
     if api_client is not None:
-        return k8s_usage.collect(api_client, namespace_map, stats=stats), "kubernetes"
+        return k8s_usage.collect(api_client, namespace_map, stats=stats, kueue=_kueue()), (
+            "kubernetes"
+        )
     mode, _, arg = settings.FAIRSHARE_CLUSTER.partition(":")
     if mode == "snapshot":
         at = now or timezone.now()
@@ -66,7 +73,7 @@ def observe_cluster(
     timeout = (5.0, float(getattr(settings, "FAIRSHARE_KUBE_TIMEOUT", 30)))
     client = build_api_client(mode, kubeconfig=arg or None, timeout=timeout)
     try:
-        return k8s_usage.collect(client, namespace_map, stats=stats), "kubernetes"
+        return k8s_usage.collect(client, namespace_map, stats=stats, kueue=_kueue()), "kubernetes"
     finally:
         client.close()
 

@@ -66,6 +66,15 @@ WORKLOAD_KINDS = (
     ),
     ("events", EVENTS_PATH, {"fieldSelector": WARNINGS}, "add_event", "Events"),
 )
+# Kueue's Workloads (only with the Kueue backend, whose RBAC overlay grants the list: a suspended
+# job has no pods, so its Workload is the only trace of the work it waits to do).
+KUEUE_WORKLOADS = (
+    "kueue-workloads",
+    "/apis/kueue.x-k8s.io/v1beta2/workloads",
+    {},
+    "add_kueue_workload",
+    "Kueue's Workload CRD (kueue.x-k8s.io)",
+)
 
 Stats = MutableMapping[str, int]
 logger = logging.getLogger(__name__)
@@ -84,11 +93,13 @@ def collect(
     page_size: int = DEFAULT_PAGE_SIZE,
     attempts: int = 3,
     stats: Stats | None = None,
+    kueue: bool = False,
 ) -> ClusterUsage:
     """Observe the cluster once and return its aggregate.
 
     ``namespace_teams`` maps namespace → team slug (others are ``unassigned``). ``stats``, if
     given, receives ``nodes`` and ``pods`` (objects read, from the successful attempt).
+    ``kueue``: also list Kueue's Workloads (the Kueue backend).
     Raises ``kube.errors.K8sError`` subclasses when the API keeps failing.
     """
 
@@ -97,7 +108,8 @@ def collect(
         params = {"resourceVersion": "0"}
         workloads = WorkloadCollector(parse_quantity)
         # Jobs before PodGroups, so a PodGroup owned by a Job finds it.
-        for key, path, extra, method, what in WORKLOAD_KINDS:
+        kinds = (*WORKLOAD_KINDS, KUEUE_WORKLOADS) if kueue else WORKLOAD_KINDS
+        for key, path, extra, method, what in kinds:
             add = getattr(workloads, method)
             counts[key] = 0
             try:
@@ -162,7 +174,7 @@ def from_snapshot(
         nodes, pods = parse_list_dump(doc)
         workloads = WorkloadCollector(parse_quantity)
         extra = split_workload_items(doc)
-        for kind in ("Job", "PodGroup", "Event"):
+        for kind in ("Job", "PodGroup", "Workload", "Event"):
             for item in extra[kind]:
                 getattr(workloads, _ADDERS[kind])(item)
         usage = aggregate(
@@ -178,18 +190,24 @@ def from_snapshot(
                 "podgroups": len(extra["PodGroup"]),
                 "vcjobs": len(extra["Job"]),
                 "events": len(extra["Event"]),
+                "kueue-workloads": len(extra["Workload"]),
             }
         )
     return usage
 
 
-_ADDERS = {"Job": "add_job", "PodGroup": "add_podgroup", "Event": "add_event"}
+_ADDERS = {
+    "Job": "add_job",
+    "PodGroup": "add_podgroup",
+    "Workload": "add_kueue_workload",
+    "Event": "add_event",
+}
 
 
 def split_workload_items(doc: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """The PodGroups, Volcano Jobs and Events of a ``kubectl get ... -o json`` List (by
     ``kind`` and API group; a ``batch/v1`` Job is not a Volcano Job)."""
-    out: dict[str, list[dict[str, Any]]] = {"Job": [], "PodGroup": [], "Event": []}
+    out: dict[str, list[dict[str, Any]]] = {"Job": [], "PodGroup": [], "Workload": [], "Event": []}
     if doc.get("kind") != "List":
         return out
     for item in doc.get("items") or ():
@@ -199,6 +217,8 @@ def split_workload_items(doc: Mapping[str, Any]) -> dict[str, list[dict[str, Any
             out["PodGroup"].append(item)
         elif kind == "Job" and api.startswith("batch.volcano.sh/"):
             out["Job"].append(item)
+        elif kind == "Workload" and api.startswith("kueue.x-k8s.io/"):
+            out["Workload"].append(item)
         elif kind == "Event":
             out["Event"].append(item)
     return out

@@ -17,6 +17,17 @@ Grouping, in order (the first that applies):
    ``Deployment`` (the Deployment controller's naming, ``pkg/controller/deployment/sync.go``);
 4. a pod without an owner is its own workload (kind ``Pod``).
 
+**Kueue Workloads** (``kueue.x-k8s.io/v1beta2``, with the Kueue backend): Kueue holds a job
+suspended — no pods at all — until it admits it, so a Workload is the only trace of waiting work.
+A Workload is shown as its owner (the controller ``ownerReference``: a ``Job``, ``JobSet``,
+``RayJob``...), which is also what its pods group under once they run. Until its ``Admitted``
+condition is ``True`` it is a waiting gang demanding its whole requests (Σ podSets ``count`` ×
+the pod template's effective request: Kueue ``pkg/workload/workload.go``
+``totalRequestsFromPodSets``), and why it waits is Kueue's own ``QuotaReserved``/``Admitted``
+condition reason and message (``apis/kueue/v1beta2/workload_types.go``), in people's words
+(:func:`kueue_wait_words`); its queue is the ClusterQueue of ``status.admission`` or, before,
+its LocalQueue. A ``Finished`` Workload is left out.
+
 Volcano Jobs without a PodGroup yet, and quota refusals (Events whose message says
 ``exceeded quota``) about an object with no pod at all, are workloads too: a refused Job has no
 pods to group.
@@ -52,6 +63,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from .requests import pod_request
+
 __all__ = [
     "GROUP_ANNOTATION",
     "QueueState",
@@ -59,6 +72,7 @@ __all__ = [
     "WaitReason",
     "Workload",
     "WorkloadCollector",
+    "kueue_wait_words",
     "parse_quota_refusal",
     "wait_reason",
 ]
@@ -80,7 +94,7 @@ Resources = dict[str, Decimal]
 
 @dataclass(frozen=True)
 class WaitReason:
-    code: str  # quota | capability | fair-share | unschedulable | pending
+    code: str  # quota | capability | fair-share | unschedulable | admission (Kueue) | pending
     words: str
 
 
@@ -290,7 +304,34 @@ class _Group:
     largest_key: tuple[Decimal, ...] = ()
     template: Resources | None = None  # Volcano Job: its first minAvailable task pods
     signal: str = ""
+    signal_code: str = "unschedulable"  # Kueue's own reason: "admission"
     refs: list[tuple[str, str]] = field(default_factory=list)  # (kind, name) events may name
+
+
+def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {str(c.get("type")): c for c in status.get("conditions") or () if isinstance(c, dict)}
+
+
+def kueue_wait_words(conditions: Mapping[str, Mapping[str, Any]], queue: str) -> str:
+    """Why Kueue has not admitted a Workload, from its conditions, for people.
+
+    ``QuotaReserved`` ``False`` carries the scheduler's words (``Pending``: "couldn't assign
+    flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor ...",
+    ``Inadmissible``: "LocalQueue default doesn't exist" ...); quota reserved but not yet
+    ``Admitted`` waits for admission checks (``AdmissionChecks`` state)."""
+    reserved = conditions.get("QuotaReserved") or {}
+    where = f"in Kueue queue {queue}" if queue else "in Kueue"
+    if reserved.get("status") == "True":
+        admitted = conditions.get("Admitted") or {}
+        detail = admitted.get("message") or "its admission checks are not all Ready"
+        return f"quota reserved {where}; not admitted yet: {detail}"
+    reason = str(reserved.get("reason") or "")
+    message = str(reserved.get("message") or "")
+    if not reserved:
+        return f"not looked at by Kueue yet ({where})"
+    if reason == "Inadmissible":
+        return f"Kueue cannot admit it {where}: {message or reason}"
+    return f"waiting for quota {where}: {message or reason or 'no reason given'}"
 
 
 def _owner(metadata: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -382,6 +423,46 @@ class WorkloadCollector:
             )
         self._podgroups[(namespace, name)] = group
         self._groups[(namespace, kind, shown)] = group
+
+    def add_kueue_workload(self, workload: Mapping[str, Any]) -> None:
+        """A Kueue Workload (module docstring): a waiting gang until admitted, then its owner's
+        pods count one by one."""
+        metadata = workload.get("metadata") or {}
+        spec = workload.get("spec") or {}
+        status = workload.get("status") or {}
+        conditions = _conditions(status)
+        if (conditions.get("Finished") or {}).get("status") == "True":
+            return
+        namespace = str(metadata.get("namespace") or "default")
+        name = str(metadata.get("name") or "")
+        owner = _owner(metadata)
+        kind, shown = (owner[0], owner[1]) if owner else ("Workload", name)
+        requested: Resources = {}
+        count = 0
+        for podset in spec.get("podSets") or ():
+            if not isinstance(podset, dict):
+                continue
+            n = int(podset.get("count") or 0)
+            count += n
+            template = (podset.get("template") or {}).get("spec") or {}
+            _add_into(requested, _scaled(pod_request({"spec": template}, self._parse), n))
+        admission = status.get("admission") or {}
+        queue = str(admission.get("clusterQueue") or spec.get("queueName") or "")
+        key = (sys.intern(namespace), sys.intern(kind), shown)
+        group = self._groups.get(key)
+        if group is None:
+            group = _Group(namespace=key[0], name=shown, kind=key[1], refs=[(kind, shown)])
+            self._groups[key] = group
+        group.queue = queue
+        group.priority_class = str(spec.get("priorityClassName") or group.priority_class)
+        group.created = group.created or str(metadata.get("creationTimestamp") or "")
+        if (conditions.get("Admitted") or {}).get("status") != "True":
+            group.gang = True
+            group.phase = "Pending"
+            group.min_member = count
+            group.min_resources = requested or None
+            group.signal = kueue_wait_words(conditions, queue)
+            group.signal_code = "admission"
 
     def add_event(self, event: Mapping[str, Any]) -> None:
         """Keep the newest ``exceeded quota`` refusal per involved object."""
@@ -572,7 +653,7 @@ class WorkloadCollector:
                 words = group.signal
                 if words == "Unschedulable":  # the condition carried no message
                     words = f"the scheduler found no node for {group.unbound} of its pods"
-                signal = WaitReason("unschedulable", f"waiting: {words}")
+                signal = WaitReason(group.signal_code, f"waiting: {words}")
             workloads.append(
                 Workload(
                     namespace=group.namespace,
