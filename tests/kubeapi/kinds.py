@@ -37,6 +37,7 @@ class Kind:
 
 
 RBAC = "rbac.authorization.k8s.io"
+KUEUE = "kueue.x-k8s.io"
 
 KINDS: tuple[Kind, ...] = (
     Kind("Namespace", "", "v1", "namespaces", False, "label", status_subresource=True),
@@ -112,13 +113,85 @@ KINDS: tuple[Kind, ...] = (
         custom=True,
         short_names=("vcjob", "vj"),
     ),
+    # Kueue (kubernetes-sigs/kueue config/components/crd/bases at commit
+    # ff69552e79ad21652c36caa97038382e55625cf7): names, scopes, short names and subresources as
+    # the CRDs declare them. Only v1beta2 is served: it is the storage version; v1beta1 is
+    # deprecated, and the fake serves one version per group.
+    Kind(
+        "ClusterQueue",
+        KUEUE,
+        "v1beta2",
+        "clusterqueues",
+        False,
+        status_subresource=True,
+        custom=True,
+        short_names=("cq",),
+    ),
+    Kind(
+        "Cohort",
+        KUEUE,
+        "v1beta2",
+        "cohorts",
+        False,
+        status_subresource=True,
+        custom=True,
+        short_names=("co",),
+    ),
+    Kind(
+        "LocalQueue",
+        KUEUE,
+        "v1beta2",
+        "localqueues",
+        True,
+        status_subresource=True,
+        custom=True,
+        short_names=("queue", "queues", "lq"),
+    ),
+    Kind(
+        "ResourceFlavor",
+        KUEUE,
+        "v1beta2",
+        "resourceflavors",
+        False,
+        fields=("spec",),
+        custom=True,
+        short_names=("flavor", "flavors", "rf"),
+    ),
+    # No spec: value and description sit at the top level.
+    Kind(
+        "WorkloadPriorityClass",
+        KUEUE,
+        "v1beta2",
+        "workloadpriorityclasses",
+        False,
+        fields=("value", "description"),
+        custom=True,
+        short_names=("wpc",),
+    ),
+    Kind(
+        "Workload",
+        KUEUE,
+        "v1beta2",
+        "workloads",
+        True,
+        status_subresource=True,
+        custom=True,
+        short_names=("kwl", "kueueworkload", "kueueworkloads"),
+    ),
 )
 
 BY_KIND: dict[str, Kind] = {k.kind: k for k in KINDS}
 BY_PATH: dict[tuple[str, str, str], Kind] = {(k.group, k.version, k.plural): k for k in KINDS}
+# Short names first, so that a kind's own name, plural or resource wins over another kind's
+# short name: LocalQueue's short names "queue" and "queues" are Volcano Queue's kind and plural
+# (kubectl resolves them the same way: an exact resource name is not expanded as a short name,
+# k8s.io/client-go/restmapper/shortcut.go ``expandResourceShortcut``).
 _ALIASES: dict[str, Kind] = {}
 for _k in KINDS:
-    for _alias in (_k.kind, _k.plural, _k.resource, *_k.short_names):
+    for _alias in _k.short_names:
+        _ALIASES.setdefault(_alias.lower(), _k)
+for _k in KINDS:
+    for _alias in (_k.kind, _k.plural, _k.resource):
         _ALIASES[_alias.lower()] = _k
 
 

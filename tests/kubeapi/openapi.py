@@ -12,8 +12,9 @@ the REST paths of its kinds and ``components.schemas``.
 
 Schemas: the Kubernetes definitions shipped with ``kubernetes-validate`` (the same generated
 OpenAPI, as JSON Schema: references and nullable types are translated back) and, for Volcano's
-kinds, the CRDs' ``openAPIV3Schema``. kubectl's protobuf v2 (``application/com.github.proto-
-openapi.spec.v2@v1.0+protobuf``) is not served; ``/openapi/v2`` answers JSON for other tools.
+and Kueue's kinds, the CRDs' ``openAPIV3Schema`` (with their ``x-kubernetes-validations``).
+kubectl's protobuf v2 (``application/com.github.proto-openapi.spec.v2@v1.0+protobuf``) is not
+served; ``/openapi/v2`` answers JSON for other tools.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ _CRDS = {
     "Queue": ("scheduling.volcano.sh_queues.yaml", "v1beta1"),
     "PodGroup": ("scheduling.volcano.sh_podgroups.yaml", "v1beta1"),
     "Job": ("batch.volcano.sh_jobs.yaml", "v1alpha1"),
+    # Kueue: the v1beta2 versions of the CRDs copied from kubernetes-sigs/kueue
+    # (commit ff69552e79ad21652c36caa97038382e55625cf7), see validation.KUEUE_CRDS.
+    **{
+        kind: (filename, validation.KUEUE_VERSION)
+        for kind, filename in validation.KUEUE_CRDS.items()
+    },
 }
 _CORE_GROUPS = {"": "core", "rbac.authorization.k8s.io": "rbac", "scheduling.k8s.io": "scheduling"}
 
@@ -217,7 +224,10 @@ def _group_versions(kinds: Sequence[Kind]) -> dict[str, list[Kind]]:
     return groups
 
 
-def _v3_document(kinds: Sequence[Kind]) -> dict[str, Any]:
+@functools.lru_cache(maxsize=64)
+def _v3_document(kinds: tuple[Kind, ...]) -> dict[str, Any]:
+    """One group version's document (cached: the schemas are fixed, and Workload's alone is
+    a megabyte; callers only serialise it)."""
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes (fairshare fake)", "version": KUBERNETES_VERSION},
@@ -226,25 +236,26 @@ def _v3_document(kinds: Sequence[Kind]) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=64)
+def _hash(kinds: tuple[Kind, ...]) -> str:
+    text = json.dumps(_v3_document(kinds), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16].upper()
+
+
 def document(segs: list[str], kinds: Sequence[Kind]) -> dict[str, Any] | None:
     """The document at ``/openapi/<segs>``, or None (404)."""
     groups = _group_versions(kinds)
     if segs == ["v3"]:
         return {
             "paths": {
-                key: {
-                    "serverRelativeURL": f"/openapi/v3/{key}?hash="
-                    + hashlib.sha256(json.dumps(_v3_document(groups[key]), sort_keys=True).encode())
-                    .hexdigest()[:16]
-                    .upper()
-                }
+                key: {"serverRelativeURL": f"/openapi/v3/{key}?hash={_hash(tuple(groups[key]))}"}
                 for key in sorted(groups)
             }
         }
     if segs[:1] == ["v3"] and "/".join(segs[1:]) in groups:
-        return _v3_document(groups["/".join(segs[1:])])
+        return _v3_document(tuple(groups["/".join(segs[1:])]))
     if segs == ["v2"]:
-        v3 = _v3_document(list(kinds))
+        v3 = _v3_document(tuple(kinds))
         definitions = json.loads(
             json.dumps(v3["components"]["schemas"]).replace(
                 "#/components/schemas/", "#/definitions/"

@@ -5,13 +5,15 @@ kubeconfig. It keeps objects in memory and serves GET, LIST (label and field sel
 and ``continue``), POST, PUT, PATCH (JSON merge patch; strategic merge treated as merge; server-side
 apply with managedFields-lite) and DELETE, with ``dryRun=All``, for the kinds in ``kinds.py``. It
 defaults and validates like the real server where it matters (``defaults.py``, ``validation.py``),
-runs Volcano's admission webhooks and queue controller (``volcano.py``), injects faults on demand,
-and counts requests per ``(verb, kind)``.
+runs Volcano's admission webhooks and queue controller (``volcano.py``) and Kueue's webhooks and
+finalizer-holding controllers (``kueue.py``), injects faults on demand, and counts requests per
+``(verb, kind)``.
 
 What it imitates, with the upstream source (each function names its own):
 
 * defaulting: ``SetDefaults_Namespace``, ``SetDefaults_LimitRangeItem``,
-  ``SetDefaults_PriorityClass`` (``defaults.py``), CRD structural defaults (``dequeueStrategy``);
+  ``SetDefaults_PriorityClass`` (``defaults.py``), CRD structural defaults (``dequeueStrategy``,
+  Kueue's ``queueingStrategy: BestEffortFIFO``, ...);
 * validation: names, labels, quantities, quota names, ``ValidateLimitRange``, RBAC shapes,
   PriorityClass values and immutable ``value``/``preemptionPolicy`` (``validation.py``); the
   ``priority`` admission plugin's single ``globalDefault``
@@ -21,6 +23,18 @@ What it imitates, with the upstream source (each function names its own):
   Volcano's own ``root`` and ``default`` queues exist from the start (``volcano.py``);
   PodGroups and Volcano Jobs validated against their CRD schemas (the verbatim copies of
   ``/work/shared/schemas/volcano``); core/v1 Events with ``legacyValidateEvent``;
+* Kueue (kubernetes-sigs/kueue at ff69552e79ad21652c36caa97038382e55625cf7): ClusterQueue,
+  Cohort, LocalQueue, ResourceFlavor, WorkloadPriorityClass and Workload at ``v1beta2`` (the
+  storage version; the deprecated ``v1beta1`` is not served), validated against the verbatim
+  CRDs: the OpenAPI schema, ``x-kubernetes-list-type`` uniqueness and the
+  ``x-kubernetes-validations`` CEL rules, evaluated by cel-python (``validation.py``,
+  ``cel.py``); the ``mclusterqueue``/``vclusterqueue``/``vcohort``/``mresourceflavor``/
+  ``vresourceflavor``/``mworkload``/``vworkload.kb.io`` webhooks; the ClusterQueue and
+  ResourceFlavor reconcilers' ``kueue.x-k8s.io/resource-in-use`` finalizer, released in the
+  request that frees the object (``kueue_controller_step()``, ``kueue.py``);
+* finalizers: a DELETE of an object with ``metadata.finalizers`` marks it
+  (``deletionTimestamp``) and answers the object; the update that removes its last finalizer
+  deletes it; a terminating object takes no new finalizers (``_mark_deleting``, ``_store``);
 * time, as a Volcano cluster has it: the webhooks validate against a lagging informer cache
   (``webhook_cache_lag``), the queue controller parents and opens a Queue after the write
   (``controller_delay``, ``controller_step()``); what the scheduler's capacity plugin does with
@@ -29,9 +43,10 @@ What it imitates, with the upstream source (each function names its own):
   NamespaceLifecycle's immortal namespaces;
 * a cluster without Volcano's CRDs (``uninstall()``): 404 for the group's paths;
 * server-side apply with per-field ownership as structured-merge-diff tracks it: every map key
-  is its own field (``f:spec: {f:hard: {f:requests.cpu: {}}}``), lists are atomic (all lists of
-  the kinds served here are ``x-kubernetes-list-type: atomic``), conflicts are per field, fields
-  a manager stops applying are removed unless another manager owns them; update-style writes
+  is its own field (``f:spec: {f:hard: {f:requests.cpu: {}}}``), lists are atomic (so are the
+  Volcano and core lists Fairshare writes; the ``x-kubernetes-list-type: map`` lists of Volcano
+  Jobs and Kueue's kinds are treated as atomic too, not merged by key), conflicts are per field,
+  fields a manager stops applying are removed unless another manager owns them; update-style writes
   (PUT, merge and JSON patches) take ownership of what they change;
 * JSON patch (RFC 6902), JSON merge patch (RFC 7386), ``dryRun=All``, ``fieldValidation``;
   no strategic merge patch for custom resources (415, as apiextensions-apiserver);
@@ -79,7 +94,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from . import defaults, openapi, validation, volcano
+from . import defaults, kueue, openapi, validation, volcano
 from .kinds import BY_KIND, BY_PATH, KINDS, Kind, lookup
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
 from .store import FieldPath, Store, now
@@ -90,6 +105,9 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "apply", "delete"})
 # The metrics' verb label is the HTTP method (LIST, WATCH and APPLY told apart): CleanVerb in
 # k8s.io/apiserver/pkg/endpoints/metrics/metrics.go.
 _METRIC_VERBS = {"create": "POST", "update": "PUT"}
+# What Kueue's ClusterQueue and ResourceFlavor reconcilers watch (their own kinds, Workloads that
+# leave a ClusterQueue, Namespaces whose deletion takes Workloads with them).
+_KUEUE_WATCHED = frozenset({"ClusterQueue", "ResourceFlavor", "Workload", "Namespace"})
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # Namespaces that can never be deleted: the NamespaceLifecycle admission plugin's immortal
 # namespaces (k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go
@@ -148,6 +166,13 @@ def _details(kind: Kind, name: str | None, **extra: Any) -> dict:
         out["group"] = kind.group
     out.update(extra)
     return out
+
+
+def _invalid_details(kind: Kind, name: str, causes: list) -> dict:
+    """A 422's details: ``k8s.io/apimachinery/pkg/api/errors`` ``NewInvalid`` names the *kind*
+    (``ClusterQueue``), not the resource, which kubectl prints: ``The ClusterQueue "x" is
+    invalid: ...``."""
+    return {**_details(kind, name, causes=causes), "kind": kind.kind}
 
 
 def not_found(kind: Kind, name: str) -> ApiError:
@@ -375,6 +400,16 @@ def json_patch(target: Any, operations: Any) -> Any:
         else:
             raise bad_request(f"unexpected JSON patch operation {kind!r}")
     return doc
+
+
+def _keep_deletion(meta: dict, old_meta: dict) -> None:
+    """``rest.BeforeUpdate`` (k8s.io/apiserver/pkg/registry/rest/update.go): "an update can
+    never remove/change a deletion timestamp" nor remove the grace period."""
+    for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+        if old_meta.get(key) is not None:
+            meta[key] = old_meta[key]
+        elif key == "deletionTimestamp":
+            meta.pop(key, None)
 
 
 def _spec_changed(old: dict, new: dict) -> bool:
@@ -1226,7 +1261,11 @@ class FakeKubeApi:
     def _after_write(self, kind: Kind, ns: str, name: str, mark: int) -> None:
         """After a write that stored something (the resourceVersion moved past ``mark``): note
         it for the webhooks' lagged view and enqueue the controllers that watch its kind."""
-        if kind.kind != "Queue" or self.store.rv <= mark:
+        if self.store.rv <= mark:
+            return
+        if kind.kind in _KUEUE_WATCHED:
+            self.kueue_controller_step()
+        if kind.kind != "Queue":
             return
         with self._controller:
             self._queue_writes.append((time.monotonic(), mark + 1))
@@ -1238,6 +1277,59 @@ class FakeKubeApi:
             self._controller.notify_all()
         if self.auto_controller and self.controller_delay <= 0:
             self.controller_step(name)
+
+    def kueue_controller_step(self) -> list[tuple[str, str]]:
+        """Kueue's ClusterQueue and ResourceFlavor reconcilers, run in the request that changed
+        what they watch (no lag, unlike the Volcano queue controller): each adds the
+        ``kueue.x-k8s.io/resource-in-use`` finalizer to an object that lacks it and, for one
+        being deleted, removes it once nothing uses the object (``kueue.py``
+        ``clusterqueue_releasable``, ``resourceflavor_users``), which completes the delete.
+        Repeats until nothing changes (a ClusterQueue gone may free a flavor). Returns the
+        ``(kind, name)`` of each object it wrote."""
+        written: list[tuple[str, str]] = []
+        with self.store.lock:
+            for _ in range(100):
+                step = self._kueue_reconcile_once()
+                if step is None:
+                    break
+                written.append(step)
+        return written
+
+    def _kueue_reconcile_once(self) -> tuple[str, str] | None:
+        workloads = list(self.store.items["Workload"].values())
+        queues = list(self.store.items["ClusterQueue"].values())
+        for kind_name, objs in (
+            ("ClusterQueue", queues),
+            ("ResourceFlavor", list(self.store.items["ResourceFlavor"].values())),
+        ):
+            for obj in objs:
+                name = obj["metadata"]["name"]
+                if not obj["metadata"].get("deletionTimestamp"):
+                    patch = kueue.finalizer_patch(obj, add=True)
+                elif kind_name == "ClusterQueue":
+                    releasable = kueue.clusterqueue_releasable(name, workloads)
+                    patch = kueue.finalizer_patch(obj, add=False) if releasable else None
+                else:
+                    in_use = kueue.resourceflavor_users(name, queues)
+                    patch = None if in_use else kueue.finalizer_patch(obj, add=False)
+                if patch is None:
+                    continue
+                try:
+                    self._patch(
+                        BY_KIND[kind_name],
+                        "",
+                        name,
+                        JSON_PATCH,
+                        patch,
+                        {"fieldManager": kueue.CONTROLLER},
+                        None,
+                        False,
+                    )
+                except ApiError as e:
+                    log.warning("kueue controller could not update %s %s: %s", kind_name, name, e)
+                    continue
+                return kind_name, name
+        return None
 
     def controller_step(self, *names: str) -> list[str]:
         """Run the queue controller now for the pending Queues (all of them, or ``names``);
@@ -1476,7 +1568,7 @@ class FakeKubeApi:
                 422,
                 "Invalid",
                 f'{kind.qualified} "{name}" is invalid: {validation.message_for(causes)}',
-                details=_details(kind, name, causes=causes),
+                details=_invalid_details(kind, name, causes),
             )
         self._admit(kind, obj, old)
 
@@ -1557,6 +1649,23 @@ class FakeKubeApi:
             raise ApiError(
                 400, "BadRequest", f'admission webhook "{webhook}" denied the request: {e}'
             ) from None
+        kueue_webhook = kueue.VALIDATING.get(kind.kind)
+        if kueue_webhook is not None:
+            validate = {
+                "ClusterQueue": kueue.validate_clusterqueue,
+                "Cohort": kueue.validate_cohort,
+                "ResourceFlavor": kueue.validate_resourceflavor,
+                "Workload": kueue.validate_workload,
+            }[kind.kind]
+            try:
+                validate(obj, old)
+            except kueue.Denied as e:
+                # controller-runtime admission.Denied: 403 Forbidden (ToStatusErr keeps it)
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'admission webhook "{kueue_webhook}" denied the request: {e}',
+                ) from None
         if kind.kind == "PriorityClass" and obj.get("globalDefault"):
             # plugin/pkg/admission/priority/admission.go validatePriorityClass
             for (_, other), existing in self.store.items["PriorityClass"].items():
@@ -1603,6 +1712,14 @@ class FakeKubeApi:
             patched = json_patch(obj, volcano.mutate_queue(obj))
             obj.clear()
             obj.update(patched)
+        if old is None and kind.kind in kueue.MUTATING:
+            # mclusterqueue.kb.io / mresourceflavor.kb.io / mworkload.kb.io (CREATE): the
+            # webhooks' Default (kueue.py)
+            {
+                "ClusterQueue": kueue.default_clusterqueue,
+                "ResourceFlavor": kueue.default_resourceflavor,
+                "Workload": kueue.default_workload,
+            }[kind.kind](obj)
         if old is None and kind.kind == "PodGroup":
             # mutatepodgroup.volcano.sh (CREATE): route by the namespace annotation
             ns = self.store.get("Namespace", "", obj["metadata"].get("namespace") or "")
@@ -1633,7 +1750,17 @@ class FakeKubeApi:
     ) -> dict:
         self._check_type(kind, obj)
         meta = obj["metadata"]
-        for key in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
+        # rest.BeforeCreate (k8s.io/apiserver/pkg/registry/rest/create.go) also clears the
+        # deletion timestamp and grace period a client sends.
+        for key in (
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ):
             meta.pop(key, None)
         if not meta.get("name") and meta.get("generateName"):
             suffix = "".join(self.rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
@@ -1676,6 +1803,12 @@ class FakeKubeApi:
             meta["generation"] = 1
         if dry_run:
             meta.setdefault("resourceVersion", str(self.store.rv))
+            return obj
+        if not new and meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            # k8s.io/apiserver/pkg/registry/generic/registry/store.go Update:
+            # shouldDeleteDuringUpdate → deleteWithoutFinalizers (one DELETED event)
+            self.store.remove(kind.kind, meta.get("namespace") or "", meta["name"])
+            meta["resourceVersion"] = str(self.store.rv)
             return obj
         meta["resourceVersion"] = self.store.next_rv()
         self.store.put(kind.kind, obj)
@@ -1736,6 +1869,7 @@ class FakeKubeApi:
         meta, old_meta = new["metadata"], old["metadata"]
         for key in ("uid", "creationTimestamp", "generation"):
             meta[key] = old_meta[key]
+        _keep_deletion(meta, old_meta)
         meta["name"] = old_meta["name"]
         if kind.namespaced:
             meta["namespace"] = old_meta["namespace"]
@@ -1779,10 +1913,10 @@ class FakeKubeApi:
                     "Invalid",
                     f'{kind.qualified} "{name}" is invalid: metadata.resourceVersion: Invalid '
                     "value: 0x0: must be specified for an update",
-                    details=_details(
+                    details=_invalid_details(
                         kind,
                         name,
-                        causes=[
+                        [
                             validation.invalid(
                                 "metadata.resourceVersion", 0, "must be specified for an update"
                             )
@@ -1873,7 +2007,7 @@ class FakeKubeApi:
                 # ``applied`` was decoded for this request alone and is not used again: it
                 # becomes the new object (its metadata is rebuilt, so nothing else is dropped).
                 new = applied
-                keep = ("name", "labels", "annotations")
+                keep = ("name", "labels", "annotations", "finalizers")
                 new["metadata"] = {k: v for k, v in new["metadata"].items() if k in keep}
                 if kind.namespaced:
                     new["metadata"]["namespace"] = ns
@@ -1883,6 +2017,8 @@ class FakeKubeApi:
                 owners = {
                     manager: {"operation": "Apply", "time": now(), "fields": set(applied_fields)}
                 }
+                # A manager that owns nothing has no entry (as the update path drops it).
+                owners = {m: e for m, e in owners.items() if e["fields"]}
                 return 201, self._store(kind, new, owners, dry_run, new=True)
 
             key = (kind.kind, ns, name)
@@ -1927,6 +2063,7 @@ class FakeKubeApi:
             self._server_fields(kind, new, old)
             new_meta = new["metadata"]
             new_meta.pop("managedFields", None)
+            _keep_deletion(new_meta, old["metadata"])
             self._validate(kind, new, old, query)
             unchanged_owners = {m: e["fields"] for m, e in owners.items()} == {
                 m: e["fields"] for m, e in self.store.owners.get(key, {}).items()
@@ -1984,6 +2121,24 @@ class FakeKubeApi:
                 self.dry_run_counts[("delete", kind.kind)] += 1
         return options
 
+    def _mark_deleting(self, kind: Kind, obj: dict, dry_run: bool) -> dict:
+        """DELETE of an object with finalizers: ``k8s.io/apiserver/pkg/registry/generic/registry/
+        store.go`` ``Delete`` → ``updateForGracefulDeletionAndFinalizers`` → ``markAsDeleting``:
+        ``deletionTimestamp`` (kept if already set), ``deletionGracePeriodSeconds: 0`` and, the
+        first time, generation + 1; the object stays (200 with the object, not a Status) until
+        its finalizers are gone (see ``_store``)."""
+        new = copy.deepcopy(obj)
+        meta = new["metadata"]
+        if not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = now()
+            meta["generation"] = meta.get("generation", 0) + 1
+        meta["deletionGracePeriodSeconds"] = 0
+        if new == obj or dry_run:
+            return new
+        meta["resourceVersion"] = self.store.next_rv()
+        self.store.put(kind.kind, new)
+        return new
+
     def _check_delete(self, kind: Kind, ns: str, name: str, options: dict) -> None:
         """What refuses a DELETE before Volcano's webhook: NamespaceLifecycle, preconditions."""
         with self.store.lock:
@@ -2032,6 +2187,8 @@ class FakeKubeApi:
                         "BadRequest",
                         f'admission webhook "validatequeue.volcano.sh" denied the request: {e}',
                     ) from None
+            if obj["metadata"].get("finalizers"):
+                return self._mark_deleting(kind, obj, dry_run)
             if not dry_run:
                 self.store.remove(kind.kind, ns, name)
                 if kind.kind == "Namespace":

@@ -2,8 +2,10 @@
 
 It follows the real API server where a Fairshare bug would otherwise slip through: DNS-1123
 names, label keys and values, quantity syntax, ResourceQuota resource names, LimitRange ordering,
-RBAC shapes, PriorityClass values, immutable fields, the Volcano Queue CRD schema, and unknown
-fields. Each problem is a *cause* dict (``reason``, ``message``, ``field``) as in a ``Status`` body.
+RBAC shapes, PriorityClass values, immutable fields, finalizer names, the Volcano and Kueue CRD
+schemas (defaults, OpenAPI schema, ``x-kubernetes-list-type`` uniqueness and, through ``cel.py``,
+the ``x-kubernetes-validations`` CEL rules: ``_crd_causes``), and unknown fields. Each problem
+is a *cause* dict (``reason``, ``message``, ``field``) as in a ``Status`` body.
 
 One deliberate strictness beyond the real server (``strict_quota_names``): the real server accepts
 a bare ``nvidia.com/gpu`` in ``ResourceQuota.spec.hard`` (a qualified name:
@@ -28,6 +30,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from . import cel
 from .kinds import Kind
 
 Cause = dict[str, str]
@@ -263,7 +266,9 @@ def validate(
     causes += _metadata(kind, obj.get("metadata"), unknown_fields)
     check = _KIND_CHECKS.get(kind.kind)
     if check is not None:
-        causes += check(obj, strict_quota_names=strict_quota_names)
+        causes += check(
+            obj, old=old, unknown_fields=unknown_fields, strict_quota_names=strict_quota_names
+        )
     if old is not None:
         causes += _immutable(kind, obj, old)
     return causes
@@ -321,6 +326,18 @@ def _metadata(kind: Kind, meta: Any, unknown_fields: str) -> list[Cause]:
                     "character",
                 )
             )
+    # objectmeta.go ValidateFinalizers / ValidateFinalizerName: qualified names
+    finalizers = meta.get("finalizers") or []
+    if not isinstance(finalizers, list):
+        causes.append(invalid("metadata.finalizers", finalizers, "must be a list"))
+        finalizers = []
+    for finalizer in finalizers:
+        if not isinstance(finalizer, str):
+            causes.append(invalid("metadata.finalizers", finalizer, "must be a string"))
+            continue
+        causes += [
+            invalid("metadata.finalizers", finalizer, p) for p in qualified_name_problems(finalizer)
+        ]
     annotations = meta.get("annotations") or {}
     if not isinstance(annotations, dict):
         causes.append(invalid("metadata.annotations", annotations, "must be a map"))
@@ -340,7 +357,7 @@ def _dict_keys(field: str, value: Any, allowed: set[str]) -> list[Cause]:
     return [unknown(f"{field}.{k}") for k in value if k not in allowed]
 
 
-def _resource_quota(obj: dict, *, strict_quota_names: bool) -> list[Cause]:
+def _resource_quota(obj: dict, *, strict_quota_names: bool, **_: Any) -> list[Cause]:
     spec = obj.get("spec") or {}
     causes = _dict_keys("spec", spec, {"hard", "scopes", "scopeSelector"})
     if causes:
@@ -561,7 +578,7 @@ def _namespace(obj: dict, **_: Any) -> list[Cause]:
     return _dict_keys("spec", obj.get("spec"), {"finalizers"})
 
 
-# --------------------------------------------------------------------------- Volcano Queue (CRD)
+# --------------------------------------------------------------------------- CRD schemas
 
 
 def _structural(schema: Any) -> Any:
@@ -579,8 +596,11 @@ def _structural(schema: Any) -> Any:
     out = {
         k: _structural(v)
         for k, v in schema.items()
-        if not k.startswith("x-kubernetes-") and k not in ("description", "nullable")
+        if not k.startswith("x-kubernetes-") and k not in ("description", "nullable", "properties")
     }
+    if isinstance(schema.get("properties"), dict):
+        # property *names* are not schema keywords (a property may be called "description")
+        out["properties"] = {k: _structural(v) for k, v in schema["properties"].items()}
     if schema.get("x-kubernetes-int-or-string") and "anyOf" not in out:
         out.pop("type", None)
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
@@ -599,7 +619,7 @@ def _structural(schema: Any) -> Any:
 def crd_schema(filename: str, version: str) -> dict:
     """Load a CRD's openAPIV3Schema for ``version`` from a YAML file next to this module."""
     with (CRD_DIR / filename).open() as fh:
-        crd = yaml.safe_load(fh)
+        crd = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     for v in crd["spec"]["versions"]:
         if v["name"] == version:
             return v["schema"]["openAPIV3Schema"]
@@ -613,23 +633,67 @@ def _crd_validator(filename: str, version: str) -> jsonschema.Validator:
     return jsonschema.Draft7Validator(schema)
 
 
-def _queue_validator() -> jsonschema.Validator:
-    return _crd_validator("scheduling.volcano.sh_queues.yaml", "v1beta1")
+@functools.cache
+def crd_cel_validator(filename: str, version: str) -> cel.Validator:
+    """The CRD's ``x-kubernetes-validations`` rules, compiled once (see ``cel.py``)."""
+    return cel.Validator(crd_schema(filename, version))
 
 
 def apply_defaults(schema: dict, value: Any) -> None:
-    """Fill schema ``default`` values into objects present in ``value`` (structural defaulting)."""
+    """Structural defaulting, as ``k8s.io/apiextensions-apiserver`` ``pkg/apiserver/schema/
+    defaulting/algorithm.go`` ``Default`` does it: a property that is missing (or null without
+    ``nullable``) takes its ``default``; then the defaulted value and every other present value
+    is defaulted in turn (object properties, map values, list items). Nulls of non-nullable
+    fields without a default are dropped (``prunenulls.go``
+    ``PruneNonNullableNullsWithoutDefaults``).
+    """
+    if isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for item in value:
+                apply_defaults(items, item)
+        return
     if not isinstance(value, dict):
         return
-    for key, sub in (schema.get("properties") or {}).items():
-        if key not in value and "default" in sub:
+    props = schema.get("properties") or {}
+    for key, sub in props.items():
+        if (key not in value or (value[key] is None and not sub.get("nullable"))) and (
+            "default" in sub
+        ):
             value[key] = copy.deepcopy(sub["default"])
-        if key in value:
-            if isinstance(value[key], dict):
-                apply_defaults(sub, value[key])
-            elif isinstance(value[key], list) and isinstance(sub.get("items"), dict):
-                for item in value[key]:
-                    apply_defaults(sub["items"], item)
+        elif key in value and value[key] is None and not sub.get("nullable"):
+            del value[key]
+    for key, sub_value in value.items():
+        sub = props.get(key)
+        if sub is None and isinstance(schema.get("additionalProperties"), dict):
+            sub = schema["additionalProperties"]
+        if sub is not None:
+            apply_defaults(sub, sub_value)
+
+
+def prune(schema: dict, value: Any, *, root: bool = True) -> None:
+    """Drop the fields ``schema`` does not declare (``k8s.io/apiextensions-apiserver``
+    ``pkg/apiserver/schema/pruning/algorithm.go`` ``PruneWithOptions``): what the API server does
+    to unknown fields unless ``fieldValidation=Strict``. ``apiVersion``, ``kind`` and
+    ``metadata`` of the root stay (the fake checks those itself)."""
+    if isinstance(value, list):
+        if isinstance(schema.get("items"), dict):
+            for item in value:
+                prune(schema["items"], item, root=False)
+        return
+    if not isinstance(value, dict) or schema.get("x-kubernetes-preserve-unknown-fields"):
+        return
+    props = schema.get("properties")
+    extra = schema.get("additionalProperties")
+    for key in list(value):
+        if root and key in ("apiVersion", "kind", "metadata"):
+            continue
+        if props is not None and key in props:
+            prune(props[key], value[key], root=False)
+        elif isinstance(extra, dict):
+            prune(extra, value[key], root=False)
+        elif props is not None and extra is not True:
+            del value[key]
 
 
 def _path(parts: Any) -> str:
@@ -639,31 +703,199 @@ def _path(parts: Any) -> str:
     return out
 
 
-def _crd_causes(obj: dict, filename: str, version: str) -> list[Cause]:
-    """Structural defaulting, then the CRD's OpenAPI schema (apiextensions-apiserver)."""
-    apply_defaults(crd_schema(filename, version), obj)
+_JSON_TYPES = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+    type(None): "null",
+}
+_REQUIRED = re.compile(r"^'(.*)' is a required property$")
+
+
+def _schema_cause(error: jsonschema.ValidationError) -> list[Cause]:
+    """One jsonschema error as the API server reports the go-openapi one
+    (``k8s.io/apiextensions-apiserver`` ``pkg/apiserver/validation/validation.go``
+    ``kubeOpenAPIResultToFieldErrors``; the texts are go-openapi's ``errors`` package)."""
+    field = _path(error.absolute_path)
+    name = field or "body"
+    kind, value, limit = error.validator, error.instance, error.validator_value
+    if kind == "additionalProperties":
+        extras = sorted(set(value) - set(error.schema.get("properties", {})))
+        return [unknown(f"{field}.{extra}" if field else extra) for extra in extras]
+    if kind == "required":
+        match = _REQUIRED.match(error.message)
+        child = match.group(1) if match else ""
+        return [required(f"{field}.{child}" if field and child else field or child)]
+    if kind == "enum":
+        return [unsupported(field, value, [str(v) for v in limit])]
+    if kind == "maxLength":
+        unit = "byte" if limit == 1 else "bytes"
+        return [
+            {
+                "reason": "FieldValueTooLong",
+                "message": f"Too long: may not be more than {limit} {unit}",
+                "field": field,
+            }
+        ]
+    if kind in ("maxItems", "maxProperties"):
+        return [
+            {
+                "reason": "FieldValueTooMany",
+                "message": f"Too many: {len(value)}: must have at most {limit} items",
+                "field": field,
+            }
+        ]
+    if kind == "type" or (kind == "anyOf" and limit == [{"type": "integer"}, {"type": "string"}]):
+        wanted = limit if kind == "type" else "integer,string"
+        if isinstance(wanted, list):
+            wanted = ",".join(t for t in wanted if t != "null")
+        actual = _JSON_TYPES.get(type(value), "object")
+        return [
+            {
+                "reason": "FieldValueTypeInvalid",
+                "message": f"Invalid value: {_fmt(value)}: {name} in body must be of type "
+                f'{wanted}: "{actual}"',
+                "field": field,
+            }
+        ]
+    texts = {
+        "pattern": f"should match '{limit}'",
+        "minLength": f"should be at least {limit} chars long",
+        "minItems": f"should have at least {limit} items",
+        "minProperties": f"should have at least {limit} properties",
+        "minimum": f"should be greater than or equal to {limit}",
+        "maximum": f"should be less than or equal to {limit}",
+    }
+    detail = f"{name} in body {texts.get(kind, error.message)}"
+    return [invalid(field, value, detail)]
+
+
+# hasBlockingErr (k8s.io/apiextensions-apiserver pkg/registry/customresource/strategy.go)
+_BLOCKING = frozenset(
+    {
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    }
+)
+
+
+def list_type_causes(schema: dict, value: Any, path: str = "") -> list[Cause]:
+    """``k8s.io/apiextensions-apiserver`` ``pkg/apiserver/schema/listtype/validation.go``
+    ``ValidateListSetsAndMaps``: the items of an ``x-kubernetes-list-type: set`` list are unique,
+    and so are the keys of a ``map`` list's items (the second of equal ones is reported)."""
     causes: list[Cause] = []
-    validator = _crd_validator(filename, version)
-    for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.path)):
-        field = _path(error.absolute_path)
-        if error.validator == "additionalProperties":
-            for extra in sorted(set(error.instance) - set(error.schema.get("properties", {}))):
-                causes.append(unknown(f"{field}.{extra}" if field else extra))
-        elif error.validator == "required":
-            causes.append(required(field, error.message))
-        elif error.validator == "enum":
-            causes.append(unsupported(field, error.instance, list(error.validator_value)))
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        for key, sub in value.items():
+            if key in props:
+                causes += list_type_causes(props[key], sub, f"{path}.{key}" if path else key)
+            elif isinstance(extra, dict):
+                causes += list_type_causes(extra, sub, f"{path}[{key}]")
+        return causes
+    if not isinstance(value, list):
+        return causes
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        bad = next(
+            (i for i, x in enumerate(value) if x is not None and not isinstance(x, dict)), None
+        )
+        if bad is not None:
+            causes.append(
+                invalid(
+                    f"{path}[{bad}]", value[bad], "must be an object for an array of list-type map"
+                )
+            )
         else:
-            causes.append(invalid(field, error.instance, f"{field} in body {error.message}"))
+            seen: dict[str, int] = {}
+            for i, item in enumerate(value):
+                key = {k: item[k] for k in keys if isinstance(item, dict) and k in item}
+                text = json.dumps(key, sort_keys=True)
+                seen[text] = seen.get(text, 0) + 1
+                if seen[text] == 2:
+                    causes.append(
+                        {
+                            "reason": "FieldValueDuplicate",
+                            "message": f"Duplicate value: {_fmt(key)}",
+                            "field": f"{path}[{i}]",
+                        }
+                    )
+    elif list_type == "set":
+        counts: dict[str, int] = {}
+        for i, item in enumerate(value):
+            text = json.dumps(item, sort_keys=True)
+            counts[text] = counts.get(text, 0) + 1
+            if counts[text] == 2:
+                causes.append(
+                    {
+                        "reason": "FieldValueDuplicate",
+                        "message": f"Duplicate value: {_fmt(item)}",
+                        "field": f"{path}[{i}]",
+                    }
+                )
+    if isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            causes += list_type_causes(schema["items"], item, f"{path}[{i}]")
     return causes
 
 
-def _podgroup(obj: dict, **_: Any) -> list[Cause]:
-    return _crd_causes(obj, "scheduling.volcano.sh_podgroups.yaml", "v1beta1")
+def _crd_causes(
+    obj: dict,
+    filename: str,
+    version: str,
+    *,
+    old: dict | None = None,
+    unknown_fields: str = "reject",
+    **_: Any,
+) -> list[Cause]:
+    """A custom resource as apiextensions-apiserver validates it
+    (``pkg/registry/customresource/strategy.go`` ``Validate``/``ValidateUpdate``): pruning
+    (when unknown fields are dropped) and structural defaulting, the OpenAPI schema, the
+    ``x-kubernetes-list-type`` invariants (on update only when the old object met them), then,
+    unless an error blocks them (``hasBlockingErr``), the ``x-kubernetes-validations`` CEL rules
+    (``cel.py``, ratcheted on update as upstream). Not imitated: ratcheting of OpenAPI schema
+    errors on update (``CRDValidationRatcheting`` lets an unchanged invalid value through; here
+    it is refused), and ``format`` checks."""
+    schema = crd_schema(filename, version)
+    if unknown_fields == "drop":
+        prune(schema, obj)
+    apply_defaults(schema, obj)
+    causes: list[Cause] = []
+    validator = _crd_validator(filename, version)
+    for error in sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.path]):
+        causes += _schema_cause(error)
+    if old is None or not list_type_causes(schema, old):
+        causes += list_type_causes(schema, obj)
+    rules = crd_cel_validator(filename, version)
+    if not rules.has_rules:
+        return causes  # no CEL validator for this version (strategy.go: celValidators[v])
+    if any(c["reason"] in _BLOCKING for c in causes):
+        causes.append(
+            invalid(
+                cel.ROOT_PATH,
+                "null",
+                "some validation rules were not checked because the object was invalid; "
+                "correct the existing errors to complete validation",
+            )
+        )
+    else:
+        causes += rules.validate(obj, old)
+    return causes
 
 
-def _volcano_job(obj: dict, **_: Any) -> list[Cause]:
-    return _crd_causes(obj, "batch.volcano.sh_jobs.yaml", "v1alpha1")
+def _podgroup(obj: dict, **options: Any) -> list[Cause]:
+    return _crd_causes(obj, "scheduling.volcano.sh_podgroups.yaml", "v1beta1", **options)
+
+
+def _volcano_job(obj: dict, **options: Any) -> list[Cause]:
+    return _crd_causes(obj, "batch.volcano.sh_jobs.yaml", "v1alpha1", **options)
 
 
 def _event(obj: dict, **_: Any) -> list[Cause]:
@@ -688,8 +920,8 @@ def _event(obj: dict, **_: Any) -> list[Cause]:
     return causes
 
 
-def _queue(obj: dict, **_: Any) -> list[Cause]:
-    causes = _crd_causes(obj, "scheduling.volcano.sh_queues.yaml", "v1beta1")
+def _queue(obj: dict, **options: Any) -> list[Cause]:
+    causes = _crd_causes(obj, "scheduling.volcano.sh_queues.yaml", "v1beta1", **options)
     for name in ("capability", "deserved"):
         causes += _queue_quantities(obj, ("spec", name))
     causes += _queue_quantities(obj, ("spec", "guarantee", "resource"))
@@ -708,7 +940,28 @@ def _queue_quantities(obj: dict, path: tuple[str, ...]) -> list[Cause]:
     return causes
 
 
+# Kueue's CRDs (kubernetes-sigs/kueue config/components/crd/bases, commit
+# ff69552e79ad21652c36caa97038382e55625cf7): the v1beta2 storage version, the only one served.
+KUEUE_CRDS = {
+    "ClusterQueue": "kueue.x-k8s.io_clusterqueues.yaml",
+    "Cohort": "kueue.x-k8s.io_cohorts.yaml",
+    "LocalQueue": "kueue.x-k8s.io_localqueues.yaml",
+    "ResourceFlavor": "kueue.x-k8s.io_resourceflavors.yaml",
+    "WorkloadPriorityClass": "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+    "Workload": "kueue.x-k8s.io_workloads.yaml",
+}
+KUEUE_VERSION = "v1beta2"
+
+
+def _kueue_check(filename: str) -> Any:
+    def check(obj: dict, **options: Any) -> list[Cause]:
+        return _crd_causes(obj, filename, KUEUE_VERSION, **options)
+
+    return check
+
+
 _KIND_CHECKS = {
+    **{kind: _kueue_check(filename) for kind, filename in KUEUE_CRDS.items()},
     "Namespace": _namespace,
     "ResourceQuota": _resource_quota,
     "LimitRange": _limit_range,
@@ -725,6 +978,21 @@ _KIND_CHECKS = {
 
 def _immutable(kind: Kind, new: dict, old: dict) -> list[Cause]:
     causes = []
+    # k8s.io/apimachinery/pkg/api/validation/objectmeta.go ValidateObjectMetaAccessorUpdate:
+    # "Finalizers cannot be added if the object is already being deleted."
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    if old_meta.get("deletionTimestamp"):
+        added = [
+            f for f in new_meta.get("finalizers") or () if f not in old_meta.get("finalizers") or ()
+        ]
+        if added:
+            causes.append(
+                forbidden(
+                    "metadata.finalizers",
+                    "no new finalizers can be added if the object is being deleted, found new "
+                    "finalizers []string{" + ", ".join(json.dumps(f) for f in added) + "}",
+                )
+            )
     if kind.kind == "RoleBinding" and new.get("roleRef") != old.get("roleRef"):
         causes.append(invalid("roleRef", new.get("roleRef"), "cannot change roleRef"))
     # pkg/apis/scheduling/validation/validation.go ValidatePriorityClassUpdate: value and
