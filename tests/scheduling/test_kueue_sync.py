@@ -326,3 +326,22 @@ def test_a_teams_first_child_makes_it_a_cohort_with_its_own_clusterqueue(cast, c
     assert cluster.get("LocalQueue", "default", "team-a-ml")["spec"]["clusterQueue"] == "team-a.own"
     assert cluster.get("ClusterQueue", "team-a") is None
     assert writes(sync_now()) == 0
+
+
+def test_the_demo_plans_for_kueue_by_that_one_variable(settings):
+    from django.conf import settings as live
+
+    settings.FAIRSHARE_CLUSTER = (
+        f"snapshot:{live.BASE_DIR / 'monitoring' / 'fixtures' / 'demo_cluster.json'}"
+    )
+    settings.FAIRSHARE_SCHEDULER = "kueue"
+    call_command("seed_demo", "--quiet")
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    assert run.dry_run  # the demo cluster is a file: plan only
+    planned = set(run.items.values_list("kind", "planned_action"))
+    assert {kind for kind, _ in planned} >= set(KUEUE_KINDS)
+    # The snapshot's Volcano Queues are not this backend's kinds: not planned, so not pruned.
+    assert not {kind for kind, _ in planned} & {"Queue"}
