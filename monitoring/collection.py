@@ -129,6 +129,7 @@ def store_usage(
                 for product, amounts in sorted(usage.flavors.items())
             },
             nodes=nodes,
+            kueue_queues=dict(usage.kueue_queues),
         )
         UsageSample.objects.bulk_create(rows, batch_size=2000)
         store_gpu_inventory(usage, now=now)

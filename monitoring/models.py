@@ -25,6 +25,9 @@ class CapacitySnapshot(models.Model):
     resources = models.JSONField(default=dict)
     flavors = models.JSONField(default=dict, blank=True)
     nodes = models.PositiveIntegerField(default=0)
+    # With the Kueue backend: what Kueue reported per managed ClusterQueue at this collection
+    # (monitoring.domain.kueue_status): in use, borrowed, weighted share, workloads.
+    kueue_queues = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-taken_at", "-id"]

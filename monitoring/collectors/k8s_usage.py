@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping, MutableMapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,10 @@ from kubernetes.utils import parse_quantity
 
 from kube.apply import call_with_retry
 from kube.errors import K8sNotFound
-from kube.observe import list_raw
+from kube.observe import MANAGED_SELECTOR, list_raw
 from monitoring.domain import snapshot_clock
 from monitoring.domain.aggregate import ClusterUsage, aggregate, parse_list_dump
+from monitoring.domain.kueue_status import queue_statuses
 from monitoring.domain.workloads import WorkloadCollector
 from monitoring.exceptions import CollectorError
 
@@ -66,8 +68,10 @@ WORKLOAD_KINDS = (
     ),
     ("events", EVENTS_PATH, {"fieldSelector": WARNINGS}, "add_event", "Events"),
 )
-# Kueue's Workloads (only with the Kueue backend, whose RBAC overlay grants the list: a suspended
+# Kueue's ClusterQueues Fairshare manages, for what Kueue says about them (status), and its
+# Workloads (both only with the Kueue backend, whose RBAC overlay grants the list: a suspended
 # job has no pods, so its Workload is the only trace of the work it waits to do).
+KUEUE_CLUSTER_QUEUES = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 KUEUE_WORKLOADS = (
     "kueue-workloads",
     "/apis/kueue.x-k8s.io/v1beta2/workloads",
@@ -135,6 +139,21 @@ def collect(
             parse_quantity=parse_quantity,
             workloads=workloads,
         )
+        if kueue:
+            try:
+                queues = list(
+                    list_raw(
+                        api_client,
+                        KUEUE_CLUSTER_QUEUES,
+                        page_size=page_size,
+                        params={**params, "labelSelector": MANAGED_SELECTOR},
+                    )
+                )
+            except K8sNotFound:
+                queues = []
+                logger.info("collector: Kueue's ClusterQueue CRD not served (404); skipped")
+            counts["kueue-clusterqueues"] = len(queues)
+            usage = replace(usage, kueue_queues=queue_statuses(queues, parse_quantity))
         if stats is not None:
             stats.update(counts)
         return usage

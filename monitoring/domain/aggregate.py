@@ -185,6 +185,9 @@ class ClusterUsage:
     workloads: tuple[Workload, ...] = ()
     # What the collection could not see (e.g. "Volcano's PodGroup CRD is not installed").
     notes: tuple[str, ...] = ()
+    # With the Kueue backend: what Kueue reports per managed ClusterQueue
+    # (monitoring.domain.kueue_status.queue_statuses).
+    kueue_queues: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def to_json_dict(self, *, include_teams: bool = False) -> dict[str, Any]:
         """Render the ``collect_usage --print`` document (sorted keys, :func:`json_number` values).

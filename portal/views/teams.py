@@ -22,7 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from monitoring.budgets import BudgetUse, budget_use
 from monitoring.choices import AlertStatus, RollupPeriod
 from monitoring.gpu_alerts import current_gpu_alerts
-from monitoring.models import UsageRollup, UsageSample
+from monitoring.models import CapacitySnapshot, UsageRollup, UsageSample
 from monitoring.usage import current_usage, subtree_ids
 from monitoring.workloads import team_workloads_context
 from quotas import members as member_services
@@ -207,9 +207,38 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
             "started_by"
         )
     )
+    context["kueue_queues"] = _kueue_queues(team)
     context.update(team_workloads_context(team, sort=request.GET.get("wsort")))
     context.update(extra)
     return context
+
+
+def _kueue_queues(team: Team) -> list[dict]:
+    """What Kueue reported at the latest collection for the team's ClusterQueues (its own, and a
+    department's ``<slug>.own``): empty unless the cluster runs Kueue."""
+    latest = CapacitySnapshot.objects.order_by("-taken_at", "-id").values("kueue_queues").first()
+    rows = []
+    for name, status in sorted(((latest or {}).get("kueue_queues") or {}).items()):
+        if status.get("team") != team.cluster_name:
+            continue
+        resources = sorted(set(status.get("in_use") or {}) | set(status.get("borrowed") or {}))
+        rows.append(
+            {
+                "name": name,
+                "weighted_share": status.get("weighted_share"),
+                "pending": status.get("pending", 0),
+                "admitted": status.get("admitted", 0),
+                "resources": [
+                    {
+                        "resource": r,
+                        "in_use": Decimal(str((status.get("in_use") or {}).get(r, "0"))),
+                        "borrowed": Decimal(str((status.get("borrowed") or {}).get(r, "0"))),
+                    }
+                    for r in resources
+                ],
+            }
+        )
+    return rows
 
 
 # --------------------------------------------------------------------------- members

@@ -345,3 +345,92 @@ def test_the_demo_plans_for_kueue_by_that_one_variable(settings):
     assert {kind for kind, _ in planned} >= set(KUEUE_KINDS)
     # The snapshot's Volcano Queues are not this backend's kinds: not planned, so not pruned.
     assert not {kind for kind, _ in planned} & {"Queue"}
+
+
+def test_the_collector_reads_kueues_view_and_the_team_page_shows_it_to_the_team_only(
+    cast, cluster, client
+):
+    from django.urls import reverse
+
+    from monitoring.collection import collect_usage
+    from monitoring.models import CapacitySnapshot, Workload
+
+    sync_now()
+    team_a = cluster.get("ClusterQueue", "team-a")
+    team_a["status"] = {
+        "pendingWorkloads": 1,
+        "admittedWorkloads": 2,
+        "fairSharing": {"weightedShare": 250},
+        "flavorsUsage": [
+            {
+                "name": "default-flavor",
+                "resources": [
+                    {"name": "cpu", "total": "16", "borrowed": "0"},
+                    {"name": GPU, "total": "24", "borrowed": "4"},
+                ],
+            }
+        ],
+    }
+    cluster.put_object(team_a)
+    # A suspended job's Workload, waiting for quota: no pods exist for it.
+    cluster.put_object(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Workload",
+            "metadata": {
+                "name": "job-big-x1",
+                "namespace": "team-a-ml",
+                "ownerReferences": [{"kind": "Job", "name": "big", "controller": True}],
+            },
+            "spec": {
+                "queueName": "default",
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 2,
+                        "template": {
+                            "spec": {
+                                "containers": [{"name": "c", "resources": {"requests": {GPU: "8"}}}]
+                            }
+                        },
+                    }
+                ],
+            },
+            "status": {
+                "conditions": [
+                    {
+                        "type": "QuotaReserved",
+                        "status": "False",
+                        "reason": "Pending",
+                        "message": "insufficient unused quota for nvidia.com/gpu",
+                    }
+                ]
+            },
+        }
+    )
+
+    snapshot, _ = collect_usage(api_client=cluster.api_client())
+
+    assert snapshot.kueue_queues["team-a"] == {
+        "team": "team-a",
+        "weighted_share": 250,
+        "in_use": {"cpu": "16", GPU: "24"},
+        "borrowed": {GPU: "4"},
+        "pending": 1,
+        "admitted": 2,
+    }
+    assert snapshot.kueue_queues["team-b"]["weighted_share"] is None  # no status yet
+    big = Workload.objects.get(taken_at=snapshot.taken_at, name="big")
+    assert (big.kind, big.waiting, big.waiting_gpus) == ("Job", True, 16)
+    assert "waiting for quota in Kueue queue default" in big.wait_reason
+    assert CapacitySnapshot.objects.latest("taken_at").pk == snapshot.pk
+
+    client.force_login(cast.alice)
+    page = client.get(reverse("portal:team", args=["team-a"])).content.decode()
+    assert "What Kueue reports for ClusterQueue team-a" in page
+    assert "weighted share 250 (borrowing beyond its fair allocation)" in page
+    client.force_login(cast.charlie)  # team-b's lead
+    other = client.get(reverse("portal:team", args=["team-b"])).content.decode()
+    assert "ClusterQueue team-a" not in other
+    assert "What Kueue reports for ClusterQueue team-b" in other
+    assert client.get(reverse("portal:team", args=["team-a"])).status_code in (403, 404)
