@@ -21,6 +21,7 @@ borrowingLimit + Σ local quotas below (none without a borrowing limit).
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 from decimal import Decimal
 
@@ -35,6 +36,9 @@ from scheduling.domain.backends import BACKENDS, backend_named
 from scheduling.domain.kueue.quotas import split
 from scheduling.domain.render import ROOT_COHORT
 from scheduling.domain.types import ClusterSpec, NamespaceSpec, TeamSpec, TierSpec
+from tests.kubeapi import kueue as kueue_webhooks
+from tests.kubeapi import validation
+from tests.kubeapi.kinds import lookup
 
 D = Decimal
 GPU = "nvidia.com/gpu"
@@ -126,9 +130,31 @@ class KueueModel:
         return dict(guarantee), dict(fair_share), ceiling, int(D(fair["weight"]))
 
 
+_WEBHOOKS = {
+    "ClusterQueue": kueue_webhooks.validate_clusterqueue,
+    "Cohort": kueue_webhooks.validate_cohort,
+    "ResourceFlavor": kueue_webhooks.validate_resourceflavor,
+}
+
+
+def assert_passes_kueues_rules(objects):
+    """Every Kueue object passes its CRD schema, its CEL rules (cel-python) and Kueue's
+    webhooks, as the fake API server would check a create (tests/kubeapi/kueue.py)."""
+    for obj in objects:
+        if not obj["apiVersion"].startswith("kueue.x-k8s.io/"):
+            continue
+        stored = copy.deepcopy(obj)
+        causes = validation.validate(lookup(obj["kind"]), stored, unknown_fields="reject")
+        assert causes == [], (obj["kind"], obj["metadata"]["name"], causes)
+        webhook = _WEBHOOKS.get(obj["kind"])
+        if webhook is not None:
+            webhook(stored)  # raises Denied with Kueue's message
+
+
 def assert_same_numbers(spec):
     volcano = volcano_numbers(backend_named("volcano").render(spec))
     kueue_objects = backend_named("kueue").render(spec)
+    assert_passes_kueues_rules(kueue_objects)
     model = KueueModel(kueue_objects)
     assert set(model.nodes) - {ROOT_COHORT} == set(volcano), "one Kueue queue per Volcano Queue"
     for name, (guarantee, deserved, capability, weight) in volcano.items():
@@ -322,3 +348,17 @@ def test_each_backend_renders_only_its_kinds():
     for backend in BACKENDS.values():
         kinds = {m["kind"] for m in backend.render(tenancy((("A100", 8),)))}
         assert kinds <= set(backend.kinds), backend.name
+
+
+def test_the_rules_check_refuses_what_kueue_refuses():
+    objects = backend_named("kueue").render(tenancy())
+    [cq] = [m for m in objects if m["kind"] == "ClusterQueue" and m["metadata"]["name"] == "cv"]
+    orphan = copy.deepcopy(cq)
+    del orphan["spec"]["cohortName"]  # limits need a parent (CEL rule and validateLimit)
+    with pytest.raises(AssertionError, match="borrowingLimit must be nil when cohort is empty"):
+        assert_passes_kueues_rules([orphan])
+    lender = copy.deepcopy(cq)
+    gpu = lender["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2]
+    gpu["lendingLimit"] = "99"  # over the nominal quota: the webhook's validateLendingLimit
+    with pytest.raises(kueue_webhooks.Denied, match="less than or equal to the nominalQuota"):
+        assert_passes_kueues_rules([lender])
