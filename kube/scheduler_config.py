@@ -10,6 +10,14 @@ each Queue's ``deserved`` and builds department hierarchies with ``parent``; onl
 (``pkg/scheduler/plugins/proportion/proportion.go``), which computes its own deserved from
 ``weight`` and ignores ``deserved`` and ``parent``. ``deploy/volcano/`` ships the configuration
 Fairshare expects.
+
+Kueue reads its configuration from ``kueue-system/kueue-manager-config`` (the Helm chart's
+``<release>-manager-config`` and the kustomize install's ``kueue-`` prefixed ``manager-config``),
+key ``controller_manager_config.yaml``: a ``config.kueue.x-k8s.io/v1beta2`` Configuration
+(``apis/config/v1beta2/configuration_types.go``). Its ``fairSharing`` section *is* the switch:
+without it the ClusterQueues' and Cohorts' ``fairSharing.weight`` (the teams' weights) have no
+effect
+(:func:`kueue_config_warnings`; ``deploy/kueue/helm-values.yaml`` ships what Fairshare expects).
 """
 
 from __future__ import annotations
@@ -22,16 +30,24 @@ from kubernetes import client as k8s_client
 from .client import request_json
 from .errors import K8sNotFound, K8sPermanent
 
-__all__ = ["CONFIG_KEY", "read_scheduler_config", "scheduler_config_warnings"]
+__all__ = [
+    "CONFIG_KEY",
+    "KUEUE_CONFIG_KEY",
+    "kueue_config_warnings",
+    "read_scheduler_config",
+    "scheduler_config_warnings",
+]
 
 CONFIG_KEY = "volcano-scheduler.conf"
+KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
 
 
 def read_scheduler_config(
-    api_client: k8s_client.ApiClient, namespace: str, name: str
+    api_client: k8s_client.ApiClient, namespace: str, name: str, key: str = CONFIG_KEY
 ) -> str | None:
     """The scheduler configuration text, or None when the ConfigMap is absent or unreadable
-    (not found, forbidden) or has no ``volcano-scheduler.conf`` key. Other errors propagate."""
+    (not found, forbidden) or has no ``key`` (Volcano's ``volcano-scheduler.conf`` unless
+    told). Other errors propagate."""
     try:
         configmap = request_json(
             api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}"
@@ -42,8 +58,33 @@ def read_scheduler_config(
         if e.status in (401, 403, 404):
             return None
         raise
-    text = (configmap.get("data") or {}).get(CONFIG_KEY)
+    text = (configmap.get("data") or {}).get(key)
     return text if isinstance(text, str) else None
+
+
+def kueue_config_warnings(text: str) -> list[str]:
+    """What is wrong with Kueue's Configuration ``text`` for Fairshare (empty: nothing).
+
+    1. unparseable → one warning saying so;
+    2. no ``fairSharing`` → fair sharing is off: the teams' weights do nothing and borrowing is
+       first come, first served (the silently-off configuration of kueue#11134);
+    3. ``resources.quotaCheckStrategy`` other than the default ``BlockUndeclared`` is fine
+       (Fairshare covers every resource either way) and not reported.
+    """
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        return [f"it is not valid YAML ({e})"]
+    if not isinstance(config, dict):
+        return ["it is not a Kueue Configuration (a YAML mapping)"]
+    warnings: list[str] = []
+    if config.get("fairSharing") is None:
+        warnings.append(
+            "fair sharing is not enabled (no fairSharing section), so the ClusterQueues' and "
+            "Cohorts' fairSharing.weight (the teams' weights) have no effect and borrowing is "
+            "first come, first served; see deploy/kueue/helm-values.yaml"
+        )
+    return warnings
 
 
 def _plugins(config: Any) -> list[dict[str, Any]]:

@@ -18,7 +18,13 @@ from kube.apply import call_with_retry
 from kube.client import build_api_client
 from kube.errors import K8sError
 from kube.observe import MANAGED_SELECTOR, list_managed, managed_in_dump
-from kube.scheduler_config import read_scheduler_config, scheduler_config_warnings
+from kube.scheduler_config import (
+    CONFIG_KEY,
+    KUEUE_CONFIG_KEY,
+    kueue_config_warnings,
+    read_scheduler_config,
+    scheduler_config_warnings,
+)
 from quotas.quantities import parse_quantity as parse_db_quantity
 from scheduling.backend import current_backend
 from scheduling.desired import SyncScope, sync_scope
@@ -215,6 +221,38 @@ def is_plan_only() -> bool:
 
 
 def scheduler_notes(api_client: Any, desired: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Warnings about the live scheduler configuration of the configured backend (none when it
+    is unreadable): Volcano's (:func:`_volcano_notes`) or Kueue's (:func:`_kueue_notes`)."""
+    if current_backend().name == "kueue":
+        return _kueue_notes(api_client)
+    return _volcano_notes(api_client, desired)
+
+
+def _config_text(api_client: Any, setting: str, default: str, key: str) -> tuple[str, str | None]:
+    where = str(getattr(settings, setting, default))
+    namespace, _, name = where.partition("/")
+    try:
+        return where, read_scheduler_config(api_client, namespace, name, key)
+    except K8sError as e:
+        log.info("cannot read the scheduler configuration %s: %s", where, e)
+        return where, None
+
+
+def _kueue_notes(api_client: Any) -> list[str]:
+    """Kueue's Configuration (``FAIRSHARE_KUEUE_CONFIG``, default
+    ``kueue-system/kueue-manager-config``) without fair sharing makes the weights moot."""
+    where, text = _config_text(
+        api_client, "FAIRSHARE_KUEUE_CONFIG", "kueue-system/kueue-manager-config", KUEUE_CONFIG_KEY
+    )
+    if text is None:
+        return []
+    warnings = kueue_config_warnings(text)
+    for warning in warnings:
+        log.warning("Kueue configuration %s: %s", where, warning)
+    return [f"Warning: Kueue configuration {where}: {w}" for w in warnings]
+
+
+def _volcano_notes(api_client: Any, desired: Sequence[Mapping[str, Any]]) -> list[str]:
     """Warnings about the live Volcano scheduler configuration (none when it is unreadable).
 
     Fairshare's DRF ``deserved`` and its departments only take effect with Volcano's
@@ -222,19 +260,12 @@ def scheduler_notes(api_client: Any, desired: Sequence[Mapping[str, Any]]) -> li
     uses ``proportion``, which ignores both. ``FAIRSHARE_VOLCANO_SCHEDULER_CONFIG`` names the
     ConfigMap (``namespace/name``, default ``volcano-system/volcano-scheduler-configmap``).
     """
-    where = str(
-        getattr(
-            settings,
-            "FAIRSHARE_VOLCANO_SCHEDULER_CONFIG",
-            "volcano-system/volcano-scheduler-configmap",
-        )
+    where, text = _config_text(
+        api_client,
+        "FAIRSHARE_VOLCANO_SCHEDULER_CONFIG",
+        "volcano-system/volcano-scheduler-configmap",
+        CONFIG_KEY,
     )
-    namespace, _, name = where.partition("/")
-    try:
-        text = read_scheduler_config(api_client, namespace, name)
-    except K8sError as e:
-        log.info("cannot read the Volcano scheduler configuration %s: %s", where, e)
-        return []
     if text is None:
         return []
     hierarchy = any(

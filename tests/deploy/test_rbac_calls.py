@@ -175,3 +175,30 @@ def test_deploy_readmes_least_privilege_table_is_the_cluster_role():
                 for name in names or ["*"]:
                     documented.add((group, resource, verb, name))
     assert documented == granted()
+
+
+def test_the_kueue_overlay_documented_in_deploy_kueue_renders_with_the_backend_set(tmp_path):
+    from tests.deploy.manifests import kustomize
+
+    (tmp_path / "deploy").symlink_to(ROOT / "deploy")
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources: [deploy, deploy/kueue]\n"
+        "configMapGenerator:\n  - name: fairshare\n    namespace: fairshare\n"
+        "    behavior: merge\n    literals: [FAIRSHARE_SCHEDULER=kueue]\n"
+    )
+    docs = kustomize(tmp_path)
+    [config] = [d for d in docs if d["kind"] == "ConfigMap"]
+    assert config["data"]["FAIRSHARE_SCHEDULER"] == "kueue"
+    roles = {(d["kind"], d["metadata"]["name"]) for d in docs if "Role" in d["kind"]}
+    assert {("ClusterRole", "fairshare-kueue"), ("Role", "fairshare-read-kueue-config")} <= roles
+    [reader] = [d for d in docs if d["kind"] == "Role"]
+    assert reader["metadata"]["namespace"] == "kueue-system"
+    assert reader["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["kueue-manager-config"],
+            "verbs": ["get"],
+        }
+    ]

@@ -434,3 +434,45 @@ def test_the_collector_reads_kueues_view_and_the_team_page_shows_it_to_the_team_
     assert "ClusterQueue team-a" not in other
     assert "What Kueue reports for ClusterQueue team-b" in other
     assert client.get(reverse("portal:team", args=["team-a"])).status_code in (403, 404)
+
+
+def kueue_config(cluster, text):
+    cluster.put_object({"kind": "Namespace", "metadata": {"name": "kueue-system"}})
+    cluster.put_object(
+        {
+            "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {"controller_manager_config.yaml": text},
+        }
+    )
+
+
+def test_a_sync_warns_when_kueues_configuration_has_fair_sharing_off(cast, cluster):
+    # Kueue's chart default: fairSharing is commented out (charts/kueue/values.yaml).
+    chart_default = (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+        "health:\n  healthProbeBindAddress: :8081\n"
+        "#fairSharing:\n#  preemptionStrategies: [LessThanOrEqualToFinalShare]\n"
+    )
+    kueue_config(cluster, chart_default)
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.SUCCEEDED
+    assert (
+        "Warning: Kueue configuration kueue-system/kueue-manager-config: fair sharing is not "
+        "enabled (no fairSharing section)"
+    ) in run.log
+    assert "Volcano scheduler configuration" not in run.log
+
+
+def test_no_warning_with_the_shipped_kueue_configuration(cast, cluster):
+    shipped = yaml.safe_load(
+        (Path(__file__).parents[2] / "deploy/kueue/helm-values.yaml").read_text()
+    )
+    kueue_config(cluster, shipped["managerConfig"]["controllerManagerConfigYaml"])
+
+    run = sync_now()
+
+    assert run.status == SyncStatus.SUCCEEDED
+    assert "Warning" not in run.log
