@@ -72,6 +72,7 @@ WORKLOAD_KINDS = (
 # Workloads (both only with the Kueue backend, whose RBAC overlay grants the list: a suspended
 # job has no pods, so its Workload is the only trace of the work it waits to do).
 KUEUE_CLUSTER_QUEUES = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
+KUEUE_COHORTS = "/apis/kueue.x-k8s.io/v1beta2/cohorts"
 KUEUE_WORKLOADS = (
     "kueue-workloads",
     "/apis/kueue.x-k8s.io/v1beta2/workloads",
@@ -140,20 +141,23 @@ def collect(
             workloads=workloads,
         )
         if kueue:
-            try:
-                queues = list(
-                    list_raw(
-                        api_client,
-                        KUEUE_CLUSTER_QUEUES,
-                        page_size=page_size,
-                        params={**params, "labelSelector": MANAGED_SELECTOR},
+            statuses: dict[str, dict[str, Any]] = {}
+            for kind, path in (("ClusterQueue", KUEUE_CLUSTER_QUEUES), ("Cohort", KUEUE_COHORTS)):
+                try:
+                    items = list(
+                        list_raw(
+                            api_client,
+                            path,
+                            page_size=page_size,
+                            params={**params, "labelSelector": MANAGED_SELECTOR},
+                        )
                     )
-                )
-            except K8sNotFound:
-                queues = []
-                logger.info("collector: Kueue's ClusterQueue CRD not served (404); skipped")
-            counts["kueue-clusterqueues"] = len(queues)
-            usage = replace(usage, kueue_queues=queue_statuses(queues, parse_quantity))
+                except K8sNotFound:
+                    items = []
+                    logger.info("collector: Kueue's %s CRD not served (404); skipped", kind)
+                counts[f"kueue-{kind.lower()}s"] = len(items)
+                statuses.update(queue_statuses(items, parse_quantity, kind=kind))
+            usage = replace(usage, kueue_queues=dict(sorted(statuses.items())))
         if stats is not None:
             stats.update(counts)
         return usage

@@ -5,8 +5,9 @@ clusterqueue_types.go`` ``ClusterQueueStatus``): ``flavorsUsage[].resources[]`` 
 admitted workloads use, ``borrowed``: the part above the queue's nominal quota), summed over
 flavors per resource; ``fairSharing.weightedShare`` (``fairsharing_types.go``: the largest ratio
 of usage above nominal to what the cohort can lend, divided by the weight; 0 when within the
-nominal quota); ``pendingWorkloads`` and ``admittedWorkloads``. Shown beside Fairshare's own
-numbers on the team page.
+nominal quota); ``pendingWorkloads`` and ``admittedWorkloads``. A Cohort's status has only
+``fairSharing.weightedShare`` (``cohort_types.go`` ``CohortStatus``). Shown beside Fairshare's
+own numbers on the team page (a department's: its Cohort).
 
 Invariant: amounts are exact decimal strings; a ClusterQueue without status reads as nothing
 known (``weighted_share`` None), never as zero use.
@@ -28,10 +29,13 @@ def _text(amount: Decimal) -> str:
 
 
 def queue_statuses(
-    cluster_queues: Iterable[Mapping[str, Any]], parse_quantity: Callable[[Any], Decimal]
+    cluster_queues: Iterable[Mapping[str, Any]],
+    parse_quantity: Callable[[Any], Decimal],
+    *,
+    kind: str = "ClusterQueue",
 ) -> dict[str, dict[str, Any]]:
-    """``{clusterqueue name: {team, weighted_share, in_use, borrowed, pending, admitted}}``
-    for every ClusterQueue carrying Fairshare's team label."""
+    """``{name: {kind, team, weighted_share, in_use, borrowed, pending, admitted}}`` for every
+    ClusterQueue (or Cohort, ``kind``) carrying Fairshare's team label."""
     out: dict[str, dict[str, Any]] = {}
     for cq in cluster_queues:
         metadata = cq.get("metadata") or {}
@@ -53,6 +57,7 @@ def queue_statuses(
                         )
         share = (status.get("fairSharing") or {}).get("weightedShare")
         out[str(metadata.get("name") or "")] = {
+            "kind": kind,
             "team": str(team),
             "weighted_share": int(share) if share is not None else None,
             "in_use": {r: _text(v) for r, v in sorted(in_use.items())},

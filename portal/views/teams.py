@@ -214,8 +214,8 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
 
 
 def _kueue_queues(team: Team) -> list[dict]:
-    """What Kueue reported at the latest collection for the team's ClusterQueues (its own, and a
-    department's ``<slug>.own``): empty unless the cluster runs Kueue."""
+    """What Kueue reported at the latest collection for the team's ClusterQueue (a department's:
+    its Cohort and its ``<slug>.own``): empty unless the cluster runs Kueue."""
     latest = CapacitySnapshot.objects.order_by("-taken_at", "-id").values("kueue_queues").first()
     rows = []
     for name, status in sorted(((latest or {}).get("kueue_queues") or {}).items()):
@@ -225,6 +225,7 @@ def _kueue_queues(team: Team) -> list[dict]:
         rows.append(
             {
                 "name": name,
+                "kind": status.get("kind") or "ClusterQueue",
                 "weighted_share": status.get("weighted_share"),
                 "pending": status.get("pending", 0),
                 "admitted": status.get("admitted", 0),

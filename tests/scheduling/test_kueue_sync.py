@@ -372,6 +372,9 @@ def test_the_collector_reads_kueues_view_and_the_team_page_shows_it_to_the_team_
         ],
     }
     cluster.put_object(team_a)
+    dept = cluster.get("Cohort", "dept-x")
+    dept["status"] = {"fairSharing": {"weightedShare": 0}}
+    cluster.put_object(dept)
     # A suspended job's Workload, waiting for quota: no pods exist for it.
     cluster.put_object(
         {
@@ -412,6 +415,7 @@ def test_the_collector_reads_kueues_view_and_the_team_page_shows_it_to_the_team_
     snapshot, _ = collect_usage(api_client=cluster.api_client())
 
     assert snapshot.kueue_queues["team-a"] == {
+        "kind": "ClusterQueue",
         "team": "team-a",
         "weighted_share": 250,
         "in_use": {"cpu": "16", GPU: "24"},
@@ -434,6 +438,10 @@ def test_the_collector_reads_kueues_view_and_the_team_page_shows_it_to_the_team_
     assert "ClusterQueue team-a" not in other
     assert "What Kueue reports for ClusterQueue team-b" in other
     assert client.get(reverse("portal:team", args=["team-a"])).status_code in (403, 404)
+    client.force_login(cast.dora)  # the department's lead
+    department = client.get(reverse("portal:team", args=["dept-x"])).content.decode()
+    assert "What Kueue reports for Cohort dept-x" in department
+    assert "weighted share 0 (within its nominal quota, its fair allocation)" in department
 
 
 def kueue_config(cluster, text):
