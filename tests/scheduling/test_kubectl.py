@@ -17,37 +17,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
 from scheduling import services
+from tests.kubeapi.kubectl import KUBECTL as _KUBECTL
+from tests.kubeapi.kubectl import kubectl
 
 pytestmark = pytest.mark.django_db
 
-KUBECTL = next(
-    (
-        str(path)
-        for path in (Path(sys.executable).parent / "kubectl", Path("/usr/bin/kubectl"))
-        if path.exists()
-    ),
-    "/usr/bin/kubectl",
-)
-
-
-def kubectl(kubeconfig: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [KUBECTL, "--kubeconfig", kubeconfig, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-    return result
+KUBECTL = _KUBECTL or "/usr/bin/kubectl"
 
 
 def client_minor() -> int:

