@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 
@@ -88,6 +89,40 @@ def env_decimal(
     if max_value is not None and result > max_value:
         raise ImproperlyConfigured(f"{name}={text} must be at most {max_value}.")
     return result
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+
+
+def parse_duration(text: str) -> int:
+    """``"7d"``, ``"36h"``, ``"1d12h"``, ``"90m"``, ``"0"`` → whole seconds.
+
+    Units: s, m, h, d, w. Raises ValueError naming the rule for anything else."""
+    text = text.strip().lower()
+    if text in ("", "0"):
+        return 0
+    pos, total = 0, Decimal(0)
+    for match in _DURATION.finditer(text):
+        if match.start() != pos:
+            break
+        total += Decimal(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or pos == 0:
+        raise ValueError(
+            f"{text!r} is not a duration: give a number and a unit (s, m, h, d, w), "
+            "such as 7d, 36h or 1d12h; 0 turns it off."
+        )
+    return int(total)
+
+
+def env_duration(name: str, default: str = "0", *, environ: Mapping[str, str] | None = None) -> int:
+    """A duration variable (``parse_duration``) in seconds; unset or empty: ``default``."""
+    value = _raw(name, environ)
+    try:
+        return parse_duration(default if value is None or value == "" else value)
+    except ValueError as e:
+        raise ImproperlyConfigured(f"{name}: {e}") from None
 
 
 def env_list(

@@ -14,6 +14,7 @@ from config.env import (
     env_choice,
     env_cluster,
     env_decimal,
+    env_duration,
     env_int,
     env_list,
     env_networks,
@@ -406,6 +407,14 @@ FAIRSHARE_SYNC_LOCK_TIMEOUT = env_int("FAIRSHARE_SYNC_LOCK_TIMEOUT", 900, min_va
 FAIRSHARE_SYNC_HISTORY_DAYS = env_int("FAIRSHARE_SYNC_HISTORY_DAYS", 14, min_value=1)
 FAIRSHARE_SHARE_HISTORY_DAYS = env_int("FAIRSHARE_SHARE_HISTORY_DAYS", 90, min_value=1)
 FAIRSHARE_SYNC_STALE_AFTER = env_int("FAIRSHARE_SYNC_STALE_AFTER", 600, min_value=60)
+# Fairness over time (issue 32; docs/drf.md "Past use"): the half-life of past use in the fair
+# shares (a duration such as 7d; unset or 0: off, today's allocations exactly) and how far it may
+# move a team's weight (0 to 0.9: each weight stays within ±strength of its own). An admin can
+# override both on the fairness settings page.
+FAIRSHARE_USAGE_HALF_LIFE = env_duration("FAIRSHARE_USAGE_HALF_LIFE", "0")
+FAIRSHARE_USAGE_STRENGTH = env_decimal(
+    "FAIRSHARE_USAGE_STRENGTH", "0.5", min_value=Decimal(0), max_value=Decimal("0.9")
+)
 
 # ----------------------------------------------------------------------------- Monitoring
 FAIRSHARE_IDLE_GPU_THRESHOLD = env_int(

@@ -67,6 +67,15 @@ class ShareSnapshot(models.Model):
     fair_allocation = models.JSONField(default=dict)
     fair_share = models.FloatField(default=0.0, help_text="Dominant share of the fair allocation.")
     reason = models.CharField(max_length=300, blank=True)
+    # Fairness over time (issue 32; docs/drf.md "Past use"): the subtree's decayed mean
+    # allocation {resource: decimal string}, its dominant share of the capacity, and the
+    # weight the solver used after the adjustment for past use. Empty / null when it is off.
+    past_usage = models.JSONField(default=dict, blank=True)
+    past_share = models.FloatField(null=True, blank=True)
+    effective_weight = models.FloatField(null=True, blank=True)
+    # "Why is my share X": the fair allocation as named parts that add up to it
+    # (scheduling.domain.explain), the same list the page and the API show.
+    explanation = models.JSONField(default=list, blank=True)
 
     objects = TeamScopedQuerySet.as_manager()
 
@@ -193,3 +202,45 @@ class SyncItem(models.Model):
     def __str__(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
         return f"{self.action} {self.kind} {where}{self.name}"
+
+
+class FairnessSetting(models.Model):
+    """An admin's override of ``FAIRSHARE_USAGE_HALF_LIFE`` / ``FAIRSHARE_USAGE_STRENGTH`` (one
+    row, pk 1; a null field means "the environment's value"). Changed only through
+    ``scheduling.pastuse.set_fairness`` (audited)."""
+
+    half_life_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="0 turns fairness over time off; null: the environment's."
+    )
+    strength = models.DecimalField(max_digits=3, decimal_places=2, null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"Fairness over time: half-life {self.half_life_seconds}, strength {self.strength}"
+
+
+class PastUsageState(models.Model):
+    """Decayed past use for one half-life, folded from the hourly rollups up to ``through``
+    (``scheduling.pastuse.fold``): the share computation reads one row whatever the history.
+
+    ``usage``: {team id: {resource: Σ decay(age)·allocated resource-hours}}; ``capacity``:
+    {resource: Σ decay(age)·capacity-hours} over the observed history (from ``first``, the
+    first hourly rollup or capacity snapshot). Both are as of ``through`` (an hour boundary;
+    hours ending later are not folded).
+    """
+
+    half_life_seconds = models.PositiveIntegerField(unique=True)
+    first = models.DateTimeField()
+    through = models.DateTimeField()
+    usage = models.JSONField(default=dict)
+    capacity = models.JSONField(default=dict)
+    folded_hours = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return (
+            f"Past use (half-life {self.half_life_seconds} s) through {self.through:%Y-%m-%d %H:%M}"
+        )

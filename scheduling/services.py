@@ -24,8 +24,10 @@ from quotas.domain.quantity import is_byte_resource
 from quotas.models import QuotaRequest
 from quotas.quantities import is_integral_resource, parse_quantity
 from scheduling.domain.fairness import Allocation, ProblemError, dominant_share, solve
+from scheduling.explanation import explanations
 from scheduling.health import share_failed
 from scheduling.models import ShareComputation, ShareFailure, ShareSnapshot
+from scheduling.pastuse import fold as fold_past_use
 from scheduling.preview_flags import (
     FLAG_ABOVE_DEMAND,
     FLAG_BELOW_USAGE,
@@ -48,6 +50,7 @@ from scheduling.shares import (
     float_to_amount,
     load_inputs,
     make_problem,
+    plain_problem,
 )
 
 __all__ = [
@@ -257,9 +260,13 @@ def compute_shares(*, trigger: str = "schedule", now: datetime | None = None) ->
 
 
 def _compute_shares(*, trigger: str, now: datetime, started: float) -> ShareComputation:
+    # Fairness over time: fold the hours settled since the last computation (one row).
+    fold_past_use(now=now)
     with transaction.atomic():
         problem = make_problem(load_inputs())
-        shares = team_shares(problem, solve_problem(problem))
+        allocations = solve_problem(problem)
+        shares = team_shares(problem, allocations)
+        explained = explain_problem(problem, allocations, shares)
         for note in problem.notes:
             logger.warning("compute_shares: %s", note)
         computation = ShareComputation.objects.create(
@@ -281,12 +288,37 @@ def _compute_shares(*, trigger: str, now: datetime, started: float) -> ShareComp
                 fair_allocation=amounts_json(share.fair_allocation),
                 fair_share=share.fair_share,
                 reason=share.reason[:300],
+                past_usage=(amounts_json(problem.past[slug].mean) if slug in problem.past else {}),
+                past_share=problem.past[slug].share if slug in problem.past else None,
+                effective_weight=(
+                    problem.past[slug].effective_weight if slug in problem.past else None
+                ),
+                explanation=explained[slug],
             )
             for slug, share in shares.items()
         )
         computation.duration_ms = round((time.perf_counter() - started) * 1000)
         computation.save(update_fields=["duration_ms"])
     return computation
+
+
+def explain_problem(
+    problem: Problem,
+    allocations: Mapping[str, Allocation],
+    shares: Mapping[str, TeamShare] | None = None,
+) -> dict[str, list[dict]]:
+    """Every team's "why is my share X" (``scheduling.explanation``): with fairness over time
+    on, the problem is solved a second time with the configured weights, and the difference is
+    the past-use part."""
+    shares = shares if shares is not None else team_shares(problem, allocations)
+    if problem.past:
+        plain = plain_problem(problem)
+        plain_allocations = solve_problem(plain)
+        plain_shares = team_shares(plain, plain_allocations)
+        plain_own = member_amounts(plain, plain_allocations)
+    else:
+        plain_shares, plain_own = shares, member_amounts(problem, allocations)
+    return explanations(problem, shares, plain_shares, plain_own)
 
 
 def prune_share_history(*, keep_days: int = 30, now: datetime | None = None) -> int:

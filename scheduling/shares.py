@@ -47,9 +47,11 @@ from monitoring.models import CapacitySnapshot, UsageSample
 from quotas.domain.quantity import is_byte_resource
 from quotas.models import Team, TeamQuota
 from quotas.quantities import format_quantity, is_integral_resource, parse_quantity
+from scheduling.domain import pastuse
 from scheduling.domain.fairness import Tenant
 from scheduling.exceptions import NoCapacity, ShareProblemError
 from scheduling.models import ShareComputation, ShareSnapshot
+from scheduling.pastuse import PastInputs, load_past
 
 __all__ = [
     "DEMAND_CHILDREN",
@@ -68,6 +70,7 @@ __all__ = [
     "float_to_amount",
     "load_inputs",
     "make_problem",
+    "plain_problem",
 ]
 
 Amounts = dict[str, Decimal]
@@ -105,6 +108,22 @@ class Inputs:
     capacity: Amounts
     teams: dict[str, TeamInput]  # by slug, sorted
     usage_taken_at: datetime | None
+    past: PastInputs | None = None  # fairness over time; None when it is off
+
+
+@dataclass(frozen=True)
+class PastUse:
+    """One team's past use as the problem used it (subtree), and the weight it gave."""
+
+    mean: Amounts  # decayed mean allocation, base units
+    share: float  # dominant decayed share of the capacity
+    resource: str  # its dominant resource
+    weight: int  # as configured
+    effective_weight: float
+    multiplier: float
+    group_share: float  # normalised weight among its siblings
+    group_past: float  # the siblings' past use
+    clamped: bool
 
 
 @dataclass(frozen=True)
@@ -126,6 +145,10 @@ class Problem:
     children: dict[str, list[str]]
     notes: list[str] = field(default_factory=list)
     usage_taken_at: datetime | None = None
+    # Fairness over time: per team its past use and adjusted weight (empty when off), and the
+    # setting: half-life (s) and strength.
+    past: dict[str, PastUse] = field(default_factory=dict)
+    past_setting: tuple[int, float] | None = None
 
     def subtree(self, slug: str) -> list[str]:
         """``slug`` and all its descendants (depth first, sorted)."""
@@ -181,7 +204,8 @@ def _to_float(amounts: Mapping[str, Decimal], resources: Mapping[str, object]) -
 
 
 def load_inputs(*, capacity: Mapping[str, Decimal] | None = None) -> Inputs:
-    """Read capacity, active teams, quotas and the latest usage (five queries at most).
+    """Read capacity, active teams, quotas and the latest usage (five queries at most), and the
+    fairness-over-time setting with its past use (one query; two more when it is on).
 
     ``capacity`` replaces the latest ``CapacitySnapshot`` (what-if on another cluster size).
     Raises NoCapacity when there is neither.
@@ -243,7 +267,7 @@ def load_inputs(*, capacity: Mapping[str, Decimal] | None = None) -> Inputs:
             namespaces={ns: dict(sorted(a.items())) for ns, a in namespaces[team_id].items()},
             measured=measured,
         )
-    return Inputs(capacity=capacity_amounts, teams=teams, usage_taken_at=taken_at)
+    return Inputs(capacity=capacity_amounts, teams=teams, usage_taken_at=taken_at, past=load_past())
 
 
 # --------------------------------------------------------------------------- overrides
@@ -400,6 +424,9 @@ def make_problem(inputs: Inputs, overrides: Mapping[str, Mapping] | None = None)
                 parent=team.parent,
             )
         )
+    past: dict[str, PastUse] = {}
+    if inputs.past is not None:
+        tenants, past = _past_use(inputs.past, teams, children, tenants)
     return Problem(
         capacity={r: float(a) for r, a in capacity.items()},
         tenants=tenants,
@@ -411,7 +438,66 @@ def make_problem(inputs: Inputs, overrides: Mapping[str, Mapping] | None = None)
         children=children,
         notes=notes,
         usage_taken_at=inputs.usage_taken_at,
+        past=past,
+        past_setting=(
+            None if inputs.past is None else (inputs.past.half_life_seconds, inputs.past.strength)
+        ),
     )
+
+
+def _past_use(
+    past: PastInputs,
+    teams: Mapping[str, TeamInput],
+    children: Mapping[str, list[str]],
+    tenants: list[Tenant],
+) -> tuple[list[Tenant], dict[str, PastUse]]:
+    """Weights adjusted for past use (``scheduling.domain.pastuse``): each team is judged by its
+    subtree's decayed use against its siblings'."""
+    sums: dict[str, dict[str, float]] = {}
+
+    def subtree_sums(slug: str) -> dict[str, float]:
+        total = dict(past.usage.get(teams[slug].id, {}))
+        for kid in children.get(slug, ()):
+            for resource, value in subtree_sums(kid).items():
+                total[resource] = total.get(resource, 0.0) + value
+        sums[slug] = total
+        return total
+
+    for slug, team in teams.items():
+        if team.parent is None:
+            subtree_sums(slug)
+    shares = {
+        slug: pastuse.dominant_past_share(values, past.capacity) for slug, values in sums.items()
+    }
+    adjustments = pastuse.adjust_weights(
+        [(t.name, t.parent, t.weight) for t in tenants],
+        {slug: share for slug, (share, _) in shares.items()},
+        past.strength,
+    )
+    result = {}
+    for slug, adjustment in adjustments.items():
+        mean = pastuse.mean_amounts(sums.get(slug, {}), past.half_life_seconds)
+        result[slug] = PastUse(
+            mean={r: float_to_amount(v, r) for r, v in mean.items() if r in past.capacity},
+            share=adjustment.past_share,
+            resource=shares.get(slug, (0.0, ""))[1],
+            weight=teams[slug].weight,
+            effective_weight=adjustment.effective_weight,
+            multiplier=adjustment.multiplier,
+            group_share=adjustment.group_share,
+            group_past=adjustment.group_past,
+            clamped=adjustment.clamped,
+        )
+    adjusted = [replace(t, weight=adjustments[t.name].effective_weight) for t in tenants]
+    return adjusted, result
+
+
+def plain_problem(problem: Problem) -> Problem:
+    """``problem`` with the configured weights (no adjustment for past use)."""
+    if not problem.past:
+        return problem
+    tenants = [replace(t, weight=float(problem.teams[t.name].weight)) for t in problem.tenants]
+    return replace(problem, tenants=tenants)
 
 
 def build_problem(
