@@ -3,6 +3,7 @@ from django.urls import path
 from portal.views import (
     adopt,
     approvals,
+    fairness,
     metrics,
     quota_edit,
     rebalance,
@@ -58,6 +59,7 @@ urlpatterns = [
     path("approvals/<int:pk>/preview/", approvals.approval_preview, name="approval_preview"),
     path("approvals/<int:pk>/decide/", approvals.quotarequest_decide, name="quotarequest_decide"),
     path("rebalance/", rebalance.rebalance, name="rebalance"),
+    path("fairness/", fairness.fairness, name="fairness"),
     path("namespaces/adopt/", adopt.adopt, name="adopt_namespace"),
     path("reports/", reports.reports, name="reports"),
     path("reports/chargeback.csv", reports.reports_csv, name="reports_csv"),

@@ -18,7 +18,13 @@ from scheduling.domain.explain import Part, TeamFacts, explain
 from scheduling.pastuse import describe_half_life
 from scheduling.shares import Amounts, Problem, amount_string
 
-__all__ = ["LABELS", "diff_explanations", "explanations", "signed_amount"]
+__all__ = [
+    "LABELS",
+    "diff_explanations",
+    "explanation_table",
+    "explanations",
+    "signed_amount",
+]
 
 LABELS = {
     "guarantee": "Guarantee",
@@ -54,14 +60,14 @@ def _words(part: Part, slug: str, problem: Problem, facts: TeamFacts, parent: st
     if part.name == "guarantee":
         return f"{slug}'s guarantee, reserved whatever others want: {_list(amounts)}."
     if part.name == "weighted-share":
-        where = f"department {parent}'s allocation" if parent else "the cluster"
+        where = "its department's allocation" if parent else "the cluster"
         return (
             f"weight {facts.weight:g} of {facts.siblings_weight:g} (its own and its siblings') "
             f"of what {where} has beyond everyone's guarantees: {_list(amounts)}."
         )
     if part.name == "department-keeps":
         return (
-            f"department {parent} runs workloads of its own; the same weight's part of what it "
+            "its department runs workloads of its own; the same weight's part of what it "
             f"keeps for them is not passed on: −{_list(amounts)}."
         )
     if part.name == "capped":
@@ -215,3 +221,28 @@ def diff_explanations(before: list[dict], after: list[dict]) -> list[dict]:
                 }
             )
     return result
+
+
+def explanation_table(entries: list[dict], allocation: Mapping[str, str]) -> dict | None:
+    """The page's table of an explanation: a column per resource (GPU first), a row per part
+    with signed amounts, and the total, which is the fair allocation. None when empty."""
+    if not entries:
+        return None
+    resources = sorted(
+        set(allocation) | {r for e in entries for r in e["amounts"]},
+        key=lambda r: (r != "nvidia.com/gpu", "/" not in r, r),
+    )
+    rows = [
+        {
+            "part": e["part"],
+            "label": e["label"],
+            "words": e["words"],
+            "cells": [
+                signed_amount(Decimal(e["amounts"][r]), r) if r in e["amounts"] else ""
+                for r in resources
+            ],
+        }
+        for e in entries
+    ]
+    totals = [format_quantity(Decimal(allocation.get(r, "0")), r) for r in resources]
+    return {"resources": resources, "rows": rows, "total": totals}

@@ -40,6 +40,7 @@ from quotas.forms import (
 from quotas.models import AuditEvent, Team, TeamQuota, Transition
 from quotas.quantities import GPU
 from quotas.querysets import is_site_admin
+from scheduling.explanation import explanation_table
 from scheduling.models import ShareComputation, ShareSnapshot
 
 CHART_DAYS = 7
@@ -208,6 +209,7 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
         )
     )
     context["kueue_queues"] = _kueue_queues(team)
+    context["explanation"] = explanation_table(share.explanation, fair) if share else None
     context.update(team_workloads_context(team, sort=request.GET.get("wsort")))
     context.update(extra)
     return context

@@ -6,7 +6,31 @@ from rest_framework import serializers
 
 from config.api import StrictModelSerializer
 from quotas.api.fields import AmountMapField
+from scheduling.explanation import LABELS
 from scheduling.models import ShareSnapshot, SyncItem, SyncRun
+
+
+class ExplanationPartSerializer(serializers.Serializer):
+    """One named part of "why is my share X" (scheduling.explanation); the parts of a snapshot
+    add up to its fair_allocation, resource by resource."""
+
+    part = serializers.ChoiceField(choices=list(LABELS), read_only=True)
+    label = serializers.CharField(read_only=True)
+    words = serializers.CharField(read_only=True)
+    amounts = serializers.DictField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Signed decimal amounts per resource, base units (the parts add up).",
+    )
+    past_usage = serializers.DictField(
+        child=serializers.CharField(),
+        read_only=True,
+        required=False,
+        help_text="past-use only: the decayed mean allocation (base units) that caused it.",
+    )
+    past_share = serializers.FloatField(required=False, read_only=True)
+    weight = serializers.IntegerField(required=False, read_only=True)
+    effective_weight = serializers.FloatField(required=False, read_only=True)
 
 
 class ShareSnapshotSerializer(StrictModelSerializer):
@@ -14,6 +38,10 @@ class ShareSnapshotSerializer(StrictModelSerializer):
     usage = AmountMapField()
     demand = AmountMapField()
     fair_allocation = AmountMapField()
+    past_usage = AmountMapField(
+        help_text="Fairness over time: the decayed mean allocation (empty when off)."
+    )
+    explanation = ExplanationPartSerializer(many=True, read_only=True)
 
     class Meta:
         model = ShareSnapshot
@@ -30,6 +58,10 @@ class ShareSnapshotSerializer(StrictModelSerializer):
             "fair_allocation",
             "fair_share",
             "reason",
+            "past_usage",
+            "past_share",
+            "effective_weight",
+            "explanation",
         ]
 
 

@@ -326,3 +326,55 @@ def test_an_admin_sets_and_clears_the_override_with_an_audit_event(admin_user, d
             pastuse_io.set_fairness(actor=admin_user, half_life=half_life, strength=strength)
         assert field in e.value.message_dict, (half_life, strength)
     assert AuditEvent.objects.count() == 2  # nothing half-written by the refusals
+
+
+@pytest.mark.django_db
+@override_settings(FAIRSHARE_USAGE_HALF_LIFE=int(WEEK), FAIRSHARE_USAGE_STRENGTH=Decimal("0.5"))
+def test_the_page_and_the_api_show_the_same_explanation_to_its_lead_only(client, django_user_model):
+    from quotas.models import Membership
+
+    _cluster(1000, since_days=30)
+    heavy, light = _teams_wanting_everything()
+    _used(heavy, cpu=1000, hours=48, ending=NOW - timedelta(hours=3))
+    compute_shares(now=NOW)
+    lead = django_user_model.objects.create_user("hl", password="x")
+    Membership.objects.create(team=heavy, user=lead, role="lead")
+    client.force_login(lead)
+
+    response = client.get("/api/v1/share-snapshots/current/")
+    assert response.status_code == 200
+    rows = {row["team"]: row for row in response.json()["results"]}
+    assert sorted(rows) == ["heavy"]  # not the other team's
+    stored = ShareSnapshot.objects.filter(team=heavy).get().explanation
+    assert rows["heavy"]["explanation"] == stored
+    assert [p["part"] for p in stored] == ["weighted-share", "past-use"]
+    total = sum(Decimal(p["amounts"]["cpu"]) for p in stored)
+    assert total == Decimal(rows["heavy"]["fair_allocation"]["cpu"])
+
+    page = client.get(f"/teams/{heavy.slug}/").content.decode()
+    for part in stored:
+        assert part["words"].replace("'", "&#x27;") in page
+        assert f'data-part="{part["part"]}"' in page
+    assert client.get(f"/teams/{light.slug}/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_the_fairness_page_is_for_admins_and_shows_field_errors(
+    client, admin_user, django_user_model
+):
+    lead = django_user_model.objects.create_user("lead2", password="x")
+    client.force_login(lead)
+    assert client.get("/fairness/").status_code == 403
+    assert client.post("/fairness/", {"half_life": "1d", "strength": "0.5"}).status_code == 403
+    client.force_login(admin_user)
+    page = client.get("/fairness/").content.decode()
+    assert 'data-fairness="off"' in page
+    bad = client.post("/fairness/", {"half_life": "a week", "strength": "2"})
+    assert bad.status_code == 200
+    text = bad.content.decode()
+    assert "is not a duration" in text and "Strength must be from 0 to 0.9" in text
+    assert not AuditEvent.objects.exists()
+    good = client.post("/fairness/", {"half_life": "14d", "strength": "0.3"})
+    assert good.status_code == 302
+    assert 'data-fairness="on"' in client.get("/fairness/").content.decode()
+    assert pastuse_io.current_fairness().half_life_seconds == 14 * 86400
