@@ -24,6 +24,7 @@ from quotas.overlaps import overlaps
 from quotas.templatetags.fairshare import approx_quantity, resource_label
 from scheduling.domain import whatif as whatif_domain
 from scheduling.exceptions import DomainError as SchedulingError
+from scheduling.explanation import explanation_table
 from scheduling.health import explain_share_error
 from scheduling.services import what_if, what_if_for_request
 from scheduling.visibility import share_slugs
@@ -77,6 +78,7 @@ def present_whatif(
     chain = set(whatif_domain.ancestors(by_slug, focus)) if focus in by_slug else set()
     if focused is not None:
         focused["reasons"] = _untouched_reasons(data, focused, focus)
+        focused["explanation_change"] = _explanation_change(data, focus)
     hidden = [t for t in teams if t["changed"] and not named(t["slug"]) and t["slug"] not in chain]
     return {
         "computed_at": _parse_time(data.get("computed_at")),
@@ -100,6 +102,17 @@ def present_whatif(
             for f in data.get("flags", [])
         ),
     }
+
+
+def _explanation_change(data: dict, focus: str) -> dict | None:
+    """The focus's change as the parts of "why is my share X" (``explanation.change``): a table
+    with a column per resource; None for previews stored before it was computed, or no change."""
+    team = next((t for t in data.get("teams", []) if t.get("team") == focus), None)
+    change = ((team or {}).get("explanation") or {}).get("change") or []
+    if not change:
+        return None
+    delta = (team or {}).get("delta", {})
+    return explanation_table(change, {r: a for r, a in delta.items()}, signed_total=True)
 
 
 def _team_rows(team: dict) -> dict:

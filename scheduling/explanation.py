@@ -223,9 +223,12 @@ def diff_explanations(before: list[dict], after: list[dict]) -> list[dict]:
     return result
 
 
-def explanation_table(entries: list[dict], allocation: Mapping[str, str]) -> dict | None:
+def explanation_table(
+    entries: list[dict], allocation: Mapping[str, str], *, signed_total: bool = False
+) -> dict | None:
     """The page's table of an explanation: a column per resource (GPU first), a row per part
-    with signed amounts, and the total, which is the fair allocation. None when empty."""
+    with signed amounts, and the total, which is the fair allocation (a preview's change:
+    ``signed_total``, the change of the allocation). None when empty."""
     if not entries:
         return None
     resources = sorted(
@@ -244,5 +247,10 @@ def explanation_table(entries: list[dict], allocation: Mapping[str, str]) -> dic
         }
         for e in entries
     ]
-    totals = [format_quantity(Decimal(allocation.get(r, "0")), r) for r in resources]
+    totals = [
+        signed_amount(Decimal(allocation.get(r, "0")), r)
+        if signed_total
+        else format_quantity(Decimal(allocation.get(r, "0")), r)
+        for r in resources
+    ]
     return {"resources": resources, "rows": rows, "total": totals}

@@ -24,7 +24,7 @@ from quotas.domain.quantity import is_byte_resource
 from quotas.models import QuotaRequest
 from quotas.quantities import is_integral_resource, parse_quantity
 from scheduling.domain.fairness import Allocation, ProblemError, dominant_share, solve
-from scheduling.explanation import explanations
+from scheduling.explanation import diff_explanations, explanations
 from scheduling.health import share_failed
 from scheduling.models import ShareComputation, ShareFailure, ShareSnapshot
 from scheduling.pastuse import fold as fold_past_use
@@ -354,6 +354,10 @@ class TeamOutcome:
     # The reason in words (``scheduling.reasons``), before and after.
     why_before: str = ""
     why_after: str = ""
+    # "Why is my share X" before and after (scheduling.explanation); their difference, part by
+    # part, explains the change.
+    explanation_before: list = field(default_factory=list)
+    explanation_after: list = field(default_factory=list)
 
     @property
     def delta(self) -> Amounts:
@@ -396,6 +400,11 @@ class TeamOutcome:
             "contention": {
                 "before": amounts_json(self.contention_before),
                 "after": amounts_json(self.contention_after),
+            },
+            "explanation": {
+                "before": self.explanation_before,
+                "after": self.explanation_after,
+                "change": diff_explanations(self.explanation_before, self.explanation_after),
             },
         }
 
@@ -474,19 +483,24 @@ def what_if(
     before_problem = make_problem(inputs)
     after_problem = make_problem(inputs, changes)
     hierarchy = hierarchy_flags(changes, after_problem)
-    before = team_shares(before_problem, solve_problem(before_problem))
+    before_allocations = solve_problem(before_problem)
+    before = team_shares(before_problem, before_allocations)
     contention_before = contention_shares(before_problem)
     why_before = problem_reasons(before_problem, before)
+    explained_before = explain_problem(before_problem, before_allocations, before)
     try:
-        after = team_shares(after_problem, solve_problem(after_problem))
+        after_allocations = solve_problem(after_problem)
+        after = team_shares(after_problem, after_allocations)
         contention_after = contention_shares(after_problem)
         why_after = problem_reasons(after_problem, after)
+        explained_after = explain_problem(after_problem, after_allocations, after)
     except ShareProblemError:
         # A change that breaks a hierarchy rule may make no valid problem: the preview shows
         # today's shares and the flags say why approval would be refused.
         if not hierarchy:
             raise
         after, contention_after, why_after = before, contention_before, why_before
+        explained_after = explained_before
     outcomes = {
         slug: TeamOutcome(
             slug,
@@ -497,6 +511,8 @@ def what_if(
             contention_after=contention_after[slug],
             why_before=why_before[slug],
             why_after=why_after[slug],
+            explanation_before=explained_before[slug],
+            explanation_after=explained_after[slug],
         )
         for slug in sorted(inputs.teams)
     }

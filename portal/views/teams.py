@@ -25,6 +25,7 @@ from monitoring.gpu_alerts import current_gpu_alerts
 from monitoring.models import CapacitySnapshot, UsageRollup, UsageSample
 from monitoring.usage import current_usage, subtree_ids
 from monitoring.workloads import team_workloads_context
+from portal.history import share_history_chart
 from quotas import members as member_services
 from quotas import transitions as transition_services
 from quotas.access import get_team_for_user
@@ -210,6 +211,7 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
     )
     context["kueue_queues"] = _kueue_queues(team)
     context["explanation"] = explanation_table(share.explanation, fair) if share else None
+    context["share_history"] = share_history_chart(team, scale=_CHART_SCALE, now=now)
     context.update(team_workloads_context(team, sort=request.GET.get("wsort")))
     context.update(extra)
     return context

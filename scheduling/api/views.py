@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from django.db.models import Subquery
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from quotas.access import get_team_for_user
 from quotas.api.permissions import IsSiteAdmin, with_defaults
 from scheduling.api import filtersets, serializers
+from scheduling.api.history import ShareHistoryQuerySerializer, ShareHistorySerializer
+from scheduling.history import share_history
 from scheduling.models import ShareComputation, ShareSnapshot, SyncItem, SyncRun
 from scheduling.visibility import sees_every_share
 
@@ -40,6 +45,35 @@ class ShareSnapshotViewSet(viewsets.ReadOnlyModelViewSet):
         queryset = self.filter_queryset(self.get_queryset().filter(computation=Subquery(latest)))
         page = self.paginate_queryset(queryset)
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class ShareHistoryView(APIView):
+    """A team's fair allocation, usage and decayed usage over the last ``days`` days (1 to 30),
+    one point an hour: the hour's last share computation (``scheduling.history``). A
+    department's figures are its subtree's. The teams whose page you can open (404 for others,
+    as the team endpoints answer), whatever ``FAIRSHARE_SHARE_VISIBILITY`` says."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("slug", OpenApiTypes.STR, OpenApiParameter.PATH),
+            ShareHistoryQuerySerializer,
+        ],
+        responses={200: ShareHistorySerializer},
+    )
+    def get(self, request, slug: str):
+        team, _ = get_team_for_user(request.user, slug)
+        query = ShareHistoryQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        history = share_history(team, days=query.validated_data["days"])
+        body = {
+            "team": team.slug,
+            "days": history.days,
+            "start": history.start,
+            "end": history.end,
+            "computed_at": history.computed_at,
+            "resources": history.resources,
+        }
+        return Response(ShareHistorySerializer(body).data)
 
 
 class SyncRunViewSet(

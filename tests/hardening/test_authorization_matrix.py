@@ -283,6 +283,8 @@ ROUTES: dict[str, Route] = {
         POST=("login 403 403 403 403 403 3xx login login login", decision_form),
     ),
     "portal:rebalance": r(GET=ADMIN_PAGE, POST=(ADMIN_PAGE, rebalance_form)),
+    # An invalid half-life: the admin gets the form back with its error (a valid one redirects).
+    "portal:fairness": r(GET=ADMIN_PAGE, POST=(ADMIN_PAGE, lambda w: {"half_life": "bad"})),
     "portal:adopt_namespace": r(
         GET=ADMIN_PAGE, POST=(ADMIN_PAGE, lambda w: {"name": "legacy-ml", "team": "team-a"})
     ),
@@ -441,6 +443,7 @@ ROUTES: dict[str, Route] = {
     # ---- API: scheduling
     "scheduling-api:sharesnapshot-list": r(GET=API_LIST),
     "scheduling-api:sharesnapshot-current": r(GET=API_LIST),
+    "scheduling-api:team-share-history": r(lambda w: {"slug": "team-a"}, GET=API_TEAM_A),
     "scheduling-api:sharesnapshot-detail": r(lambda w: {"pk": w.snapshot.pk}, GET=API_TEAM_A),
     "scheduling-api:syncrun-list": r(
         GET=API_ADMIN_READ, POST=(API_ADMIN_WRITE, lambda w: {"dry_run": True})

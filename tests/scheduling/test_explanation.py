@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
+from django.utils import timezone
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -130,3 +132,38 @@ def test_two_teams_wanting_everything_get_their_weighted_share_and_a_capped_team
     assert shares["c"].fair_allocation[GPU] == 6
     assert parts["a"]["passed-on"] + parts["b"]["passed-on"] == 24
     assert shares["a"].fair_allocation[GPU] == 4 + Decimal("19.5") + parts["a"]["passed-on"]
+
+
+@pytest.mark.django_db
+def test_a_previews_change_is_explained_by_the_same_parts_and_they_add_up_to_the_change():
+    from django.template.loader import render_to_string
+
+    from monitoring.models import CapacitySnapshot, UsageSample
+    from portal.previews import present_whatif
+    from quotas.models import Team
+    from scheduling.services import what_if
+
+    now = timezone.now()
+    CapacitySnapshot.objects.create(taken_at=now, source="t", resources={GPU: "64", "cpu": "512"})
+    for slug in ("a", "b"):
+        team = Team.objects.create(slug=slug, name=slug.upper())
+        for resource, amount in ((GPU, 64), ("cpu", 512)):
+            UsageSample.objects.create(
+                taken_at=now,
+                team=team,
+                namespace=slug,
+                resource=resource,
+                allocated=Decimal(0),
+                pending=Decimal(amount),
+            )
+    data = what_if({"a": {"weight": 3}}).to_dict()
+    team = next(t for t in data["teams"] if t["team"] == "a")
+    change = team["explanation"]["change"]
+    assert [p["part"] for p in change] == ["weighted-share"]
+    for r, delta in team["delta"].items():
+        assert sum(Decimal(p["amounts"].get(r, "0")) for p in change) == Decimal(delta)
+    assert Decimal(team["delta"][GPU]) == 16  # 32 → 48: weight 3 of 4
+    shown = present_whatif(data, focus="a")
+    html = render_to_string("_partials/whatif.html", {"whatif": shown})
+    assert "What moves it, part by part" in html and 'data-part="weighted-share"' in html
+    assert "+16" in html

@@ -231,6 +231,10 @@ def test_to_dict_is_json_ready_and_can_be_stored_as_the_request_preview(cast):
     assert request.preview["capacity"] == {GPU: "100", "cpu": "1000", "memory": str(4 * 2**40)}
     assert request.preview["computed_at"] == NOW.isoformat()
     team_b = next(t for t in request.preview["teams"] if t["team"] == "team-b")
+    # "Why is my share X" before and after, and the change part by part (test_explanation.py).
+    explanation = team_b.pop("explanation")
+    for side, total in (("before", 60), ("after", 50), ("change", -10)):
+        assert sum(Decimal(p["amounts"].get(GPU, "0")) for p in explanation[side]) == total
     assert team_b == {
         "team": "team-b",
         "parent": "dept-x",
