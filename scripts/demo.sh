@@ -17,6 +17,8 @@ export EMAIL_FILE_PATH=${EMAIL_FILE_PATH:-$FAIRSHARE_VAR_DIR/mail}
 # The demo's GPU "agents" (backfill_demo --follow, below) report every minute.
 export FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS=${FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS:-60}
 export FAIRSHARE_LOG_FORMAT=${FAIRSHARE_LOG_FORMAT:-plain}
+# Fairness over time (docs/drf.md "Past use"): the five replayed weeks weigh in, half-life 7 days.
+export FAIRSHARE_USAGE_HALF_LIFE=${FAIRSHARE_USAGE_HALF_LIFE:-7d}
 mkdir -p "$FAIRSHARE_VAR_DIR"
 if [ -z "${SECRET_KEY:-}" ] && [ -z "${SECRET_KEY_FILE:-}" ]; then
   [ -f "$FAIRSHARE_VAR_DIR/secret_key" ] || .venv/bin/python -c \
