@@ -240,14 +240,17 @@ def fold(*, now: datetime | None = None, half_life: int | None = None) -> PastUs
                 return None
             start = min(starts)
             capacity, _ = _capacity_sums(start, through, half_life)
-            return PastUsageState.objects.create(
+            # Two computations folding a new half-life at once: the second finds the row.
+            return PastUsageState.objects.get_or_create(
                 half_life_seconds=half_life,
-                first=start,
-                through=through,
-                usage=_weighted_sums(start, through, half_life),
-                capacity=dict(sorted(capacity.items())),
-                folded_hours=int((through - start) / _HOUR),
-            )
+                defaults=dict(
+                    first=start,
+                    through=through,
+                    usage=_weighted_sums(start, through, half_life),
+                    capacity=dict(sorted(capacity.items())),
+                    folded_hours=int((through - start) / _HOUR),
+                ),
+            )[0]
         if state.through >= through:
             return state
         factor = pastuse.decay((through - state.through).total_seconds(), half_life)

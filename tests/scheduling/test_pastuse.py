@@ -378,3 +378,29 @@ def test_the_fairness_page_is_for_admins_and_shows_field_errors(
     assert good.status_code == 302
     assert 'data-fairness="on"' in client.get("/fairness/").content.decode()
     assert pastuse_io.current_fairness().half_life_seconds == 14 * 86400
+
+
+@pytest.mark.django_db
+def test_the_command_shows_the_state_and_rebuild_picks_up_a_rerolled_past_window():
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    _cluster(1000, since_days=10)
+    heavy, _ = _teams_wanting_everything()
+    _used(heavy, cpu=500, hours=24, ending=NOW - timedelta(days=2))
+    with pytest.raises(CommandError, match="off"):
+        call_command("past_usage")
+    out = StringIO()
+    call_command("past_usage", "--half-life", "3d", stdout=out)
+    assert "heavy:" in out.getvalue() and "half-life 3d" in out.getvalue()
+    before = PastUsageState.objects.get().usage[str(heavy.pk)]["cpu"]
+    # A past window re-rolled with more use: a plain fold (already past it) does not see it...
+    _used(heavy, cpu=500, hours=24, ending=NOW - timedelta(days=4))
+    call_command("past_usage", "--half-life", "3d", stdout=StringIO())
+    assert PastUsageState.objects.get().usage[str(heavy.pk)]["cpu"] == before
+    # ...a rebuild does.
+    call_command("past_usage", "--half-life", "3d", "--rebuild", stdout=StringIO())
+    assert PastUsageState.objects.get().usage[str(heavy.pk)]["cpu"] > before
+    with pytest.raises(CommandError, match="--half-life"):
+        call_command("past_usage", "--half-life", "soon")
