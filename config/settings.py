@@ -425,6 +425,8 @@ FAIRSHARE_RETENTION_RAW_DAYS = env_int("FAIRSHARE_RETENTION_RAW_DAYS", 14, min_v
 FAIRSHARE_RETENTION_HOURLY_DAYS = env_int("FAIRSHARE_RETENTION_HOURLY_DAYS", 400, min_value=1)
 # Workload records (one row per gang per collection): keep the newest N collections only.
 FAIRSHARE_WORKLOAD_COLLECTIONS = env_int("FAIRSHARE_WORKLOAD_COLLECTIONS", 60, min_value=1)
+# Workload records (one row per workload, for waits and run lengths): kept this many days.
+FAIRSHARE_WORKLOAD_RECORD_DAYS = env_int("FAIRSHARE_WORKLOAD_RECORD_DAYS", 90, min_value=1)
 FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS = env_int(
     "FAIRSHARE_GPU_AGENT_INTERVAL_SECONDS", 15, min_value=1
 )

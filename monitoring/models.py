@@ -432,3 +432,65 @@ class Workload(models.Model):
 
     def waiting_amounts(self) -> dict[str, Decimal]:
         return {name: Decimal(str(value)) for name, value in self.waiting_for.items()}
+
+
+class WorkloadRecord(models.Model):
+    """One workload's life across collections (``monitoring.workloads.store_workloads``): when
+    it was first seen, first seen waiting, started (first seen running with nothing waiting),
+    last seen and finished; how long it waited. Unlike :class:`Workload` rows (the newest
+    collections only) records stay ``FAIRSHARE_WORKLOAD_RECORD_DAYS`` after they were last
+    seen: they are what run lengths (the estimates of ``monitoring.domain.blockers``) and the
+    weekly waits (``monitoring.domain.waits``) are computed from.
+
+    A workload is ``namespace``/``kind``/``name``; at most one record of it is open (not
+    finished) at a time. ``finished`` is the last collection that saw it, set once a later
+    collection misses it. ``waited_seconds`` is set only where the start was observed: from its
+    creation (else its first sighting) to ``started``; null when it was already running when
+    first seen, since nobody knows how long it had waited.
+    """
+
+    team = models.ForeignKey(
+        "quotas.Team",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="workload_records",
+    )
+    namespace = models.CharField(max_length=63)
+    kind = models.CharField(max_length=63)
+    name = models.CharField(max_length=253)
+    gpus = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(null=True, blank=True)
+    first_seen = models.DateTimeField()
+    first_waiting = models.DateTimeField(null=True, blank=True)
+    started = models.DateTimeField(null=True, blank=True)
+    last_seen = models.DateTimeField(db_index=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    waited_seconds = models.PositiveIntegerField(null=True, blank=True)
+
+    objects = TeamScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-first_seen", "namespace", "kind", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "kind", "name"],
+                condition=models.Q(finished__isnull=True),
+                name="%(app_label)s_%(class)s_unique_open_workload",
+                violation_error_message="A workload has at most one open record.",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["team", "started"]),
+            models.Index(fields=["team", "kind", "finished"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name} (since {self.first_seen:%Y-%m-%d %H:%M})"
+
+    @property
+    def run_seconds(self) -> int | None:
+        """Seconds from the observed start to the finish (None unless both are known)."""
+        if self.started is None or self.finished is None or self.waited_seconds is None:
+            return None
+        return int((self.finished - self.started).total_seconds())

@@ -326,10 +326,44 @@ class ChargebackStatementDetailSerializer(ChargebackStatementSerializer):
         ]
 
 
+class BlockerRemedySerializer(serializers.Serializer):
+    kind = serializers.CharField(help_text="release | others | approval | request | wait | change")
+    words = serializers.CharField()
+    workloads = serializers.ListField(child=serializers.CharField())
+    request = serializers.IntegerField(allow_null=True, help_text="A pending request that fits.")
+    team = serializers.CharField(allow_null=True)
+    resource = serializers.CharField(allow_null=True)
+    limit = serializers.CharField(allow_null=True, help_text="The limit that would fit.")
+    guarantee = serializers.CharField(allow_null=True, help_text="The guarantee that would fit.")
+    url = serializers.CharField(allow_null=True, help_text="The page to act on, if any.")
+
+
+class BlockerSerializer(serializers.Serializer):
+    """One thing standing between a waiting workload and its start
+    (``monitoring.domain.blockers``)."""
+
+    kind = serializers.CharField(
+        help_text="gang | team-limit | department-limit | fair-share | cluster | flavor | scheduler"
+    )
+    resource = serializers.CharField()
+    short_by = serializers.CharField(help_text="How much is missing, a Kubernetes quantity.")
+    words = serializers.CharField()
+    remedies = BlockerRemedySerializer(many=True)
+    estimate = serializers.CharField(help_text="An estimated start with its basis, or why none.")
+    estimate_seconds = serializers.IntegerField(allow_null=True)
+
+
 class WorkloadSerializer(StrictModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
     requested = AmountMapField(help_text="The whole gang's requests, {resource: quantity}.")
     waiting_for = AmountMapField(help_text="What must still be admitted for it to run.")
+    blockers = serializers.SerializerMethodField(
+        help_text="What must change for a waiting workload to start; empty when it runs."
+    )
+
+    @extend_schema_field(BlockerSerializer(many=True))
+    def get_blockers(self, workload) -> list[dict]:
+        return self.context.get("blockers", {}).get(workload.pk, [])
 
     class Meta:
         model = Workload
@@ -354,4 +388,19 @@ class WorkloadSerializer(StrictModelSerializer):
             "created",
             "wait_code",
             "wait_reason",
+            "blockers",
         ]
+
+
+class WeekWaitsSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    week = serializers.DateField(help_text="The Monday (UTC) the week starts on.")
+    started = serializers.IntegerField(help_text="Workloads that started that week.")
+    median_wait_seconds = serializers.IntegerField()
+    p90_wait_seconds = serializers.IntegerField()
+    longest_wait_seconds = serializers.IntegerField()
+
+
+class WorkloadWaitsSerializer(serializers.Serializer):
+    weeks = serializers.IntegerField()
+    results = WeekWaitsSerializer(many=True)

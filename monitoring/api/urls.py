@@ -18,5 +18,6 @@ urlpatterns = [
     path("chargeback/", views.ChargebackView.as_view(), name="chargeback"),
     path("usage/current/", views.CurrentUsageView.as_view(), name="usage-current"),
     path("budget-use/", views.BudgetUseView.as_view(), name="budget-use"),
+    path("workload-waits/", views.WorkloadWaitsView.as_view(), name="workload-waits"),
     *router.urls,
 ]

@@ -34,7 +34,7 @@ from monitoring.models import (
     Workload,
 )
 from monitoring.usage import current_usage
-from monitoring.workloads import latest_workloads
+from monitoring.workloads import blocker_dicts, latest_workloads, team_waits, workload_blockers
 from quotas.api.authentication import token_of
 from quotas.api.fields import canonical_amounts
 from quotas.api.mixins import AuditedWriteMixin
@@ -189,6 +189,72 @@ class WorkloadViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
     def get_queryset(self):
         return latest_workloads(self.request.user).select_related("team")
+
+    def list(self, request, *args, **kwargs):
+        """The page's workloads, each waiting one with what must change for it to start
+        (``blockers``: computed for the page at once, a constant number of queries)."""
+        from django.utils import timezone
+
+        queryset = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(queryset)
+        rows = list(page if page is not None else queryset)
+        found = workload_blockers(rows, now=timezone.now())
+        context = self.get_serializer_context()
+        context["blockers"] = {
+            w.pk: blocker_dicts(found[w.pk], workload=w, team_slug=w.team.slug if w.team else "")
+            for w in rows
+            if w.pk in found
+        }
+        serializer = self.get_serializer_class()(rows, many=True, context=context)
+        if page is not None:
+            return self.get_paginated_response(serializer.data)
+        return Response(serializer.data)
+
+
+class WorkloadWaitsView(APIView):
+    """How long workloads waited, per visible team and week (newest first): how many started,
+    the median, 90th percentile and longest wait in seconds, from the workload records
+    (``monitoring.workloads.team_waits``). ``?team=<slug>`` narrows to one team (404 for one
+    the caller cannot see); ``?weeks=N`` (1-52, default 8) how far back."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("team", OpenApiTypes.STR, description="a team's slug"),
+            OpenApiParameter("weeks", OpenApiTypes.INT, description="weeks back, 1-52"),
+        ],
+        responses={200: serializers.WorkloadWaitsSerializer},
+    )
+    def get(self, request):
+        from django.utils import timezone
+        from rest_framework.exceptions import ValidationError
+
+        teams = Team.objects.visible_to(request.user).order_by("slug")
+        slug = request.query_params.get("team")
+        if slug is not None:
+            teams = teams.filter(slug=slug)
+            if not teams.exists():
+                raise NotFound({"team": [f"No such team: {slug}."]})
+        raw = request.query_params.get("weeks", "8")
+        if not raw.isdigit() or not 1 <= int(raw) <= 52:
+            raise ValidationError({"weeks": ["A whole number of weeks from 1 to 52."]})
+        weeks = int(raw)
+        rows = team_waits(teams.only("pk", "slug"), now=timezone.now(), weeks=weeks)
+        return Response(
+            {
+                "weeks": weeks,
+                "results": [
+                    {
+                        "team": row.team,
+                        "week": row.week.isoformat(),
+                        "started": row.started,
+                        "median_wait_seconds": row.median_seconds,
+                        "p90_wait_seconds": row.p90_seconds,
+                        "longest_wait_seconds": row.longest_seconds,
+                    }
+                    for row in rows
+                ],
+            }
+        )
 
 
 class UsageRollupViewSet(viewsets.ReadOnlyModelViewSet):

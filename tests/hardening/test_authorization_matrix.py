@@ -473,6 +473,7 @@ ROUTES: dict[str, Route] = {
         POST=("401 403 403 403 403 403 403 403 403 ok", gpu_batch),
     ),
     "monitoring-api:workload-list": r(GET=API_LIST),
+    "monitoring-api:workload-waits": r(query={"team": "team-a"}, GET=API_TEAM_A),
     "monitoring-api:capacitysnapshot-list": r(GET=API_LIST),
     "monitoring-api:capacitysnapshot-latest": r(GET=API_LIST),
     "monitoring-api:capacitysnapshot-detail": r(
