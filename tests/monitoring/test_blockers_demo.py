@@ -202,3 +202,20 @@ def test_the_workload_api_costs_the_same_queries_for_more_workloads(contention):
     with CaptureQueriesContext(connection) as many:
         client.get("/api/v1/workloads/")
     assert len(many.captured_queries) == len(few.captured_queries)
+
+
+def test_only_those_who_may_file_a_request_get_the_prefilled_request_link(demo):
+    """A lead gets the link to the prefilled request form; a member or viewer, who would get 403
+    there (scripts/walk_demo.py found it), the words without the link."""
+    team = Team.objects.get(slug="research-team")
+    url = reverse("portal:team", args=["research-team"])
+    pages = {}
+    for username in ("rita", "mike", "vera"):
+        client = Client()
+        client.force_login(team.memberships.get(user__username=username).user)
+        pages[username] = client.get(url).content.decode()
+        assert 'data-blocker="team-limit"' in pages[username]
+    assert "/teams/research-team/requests/new/?workload=" in pages["rita"]
+    for username in ("mike", "vera"):
+        assert "/teams/research-team/requests/new/?workload=" not in pages[username]
+        assert "(a team lead can file it)" in pages[username]
