@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from decimal import Decimal
 
-from quotas.domain.quantity import format_quantity
+from quotas.domain.quantity import format_quantity, is_byte_resource
 from scheduling.domain.explain import Part, TeamFacts, explain
 from scheduling.pastuse import describe_half_life
 from scheduling.shares import Amounts, Problem, amount_string
@@ -38,21 +38,37 @@ LABELS = {
 _NAMES = {"nvidia.com/gpu": "GPUs", "cpu": "cores", "memory": "memory"}
 
 
+_BINARY = ((Decimal(2**40), "Ti"), (Decimal(2**30), "Gi"), (Decimal(2**20), "Mi"))
+
+
+def human_amount(amount: Decimal, resource: str) -> str:
+    """A part's amount as people read it: ``17.5`` GPUs, ``9379.2`` cores, ``1.2Ti`` of memory
+    (parts are shares, so fractions are real here; Kubernetes' ``17500m`` is not for people)."""
+    amount = abs(amount)
+    if is_byte_resource(resource):
+        for size, unit in _BINARY:
+            if amount >= size:
+                text = f"{(amount / size).quantize(Decimal('0.1')).normalize():f}"
+                return f"{text}{unit}"
+        return f"{amount.quantize(Decimal(1))}"
+    if "/" in resource or resource == "cpu":
+        places = Decimal("0.01") if "/" in resource else Decimal("0.001")
+        return f"{amount.quantize(places).normalize():f}"
+    return format_quantity(amount, resource)
+
+
 def signed_amount(amount: Decimal, resource: str) -> str:
     """``+8``, ``−2.5`` (a real minus), ``0``: a part's amount as the tables show it."""
     if amount == 0:
         return "0"
-    text = format_quantity(abs(amount), resource)
+    text = human_amount(amount, resource)
     return f"+{text}" if amount > 0 else f"−{text}"
 
 
 def _list(amounts: Mapping[str, Decimal]) -> str:
     """``8 GPUs, 12 cores`` for the non-zero amounts (GPU first)."""
     items = sorted(amounts.items(), key=lambda item: (item[0] != "nvidia.com/gpu", item[0]))
-    return (
-        ", ".join(f"{format_quantity(abs(a), r)} {_NAMES.get(r, r)}" for r, a in items if a)
-        or "nothing"
-    )
+    return ", ".join(f"{human_amount(a, r)} {_NAMES.get(r, r)}" for r, a in items if a) or "nothing"
 
 
 def _words(part: Part, slug: str, problem: Problem, facts: TeamFacts, parent: str | None) -> str:
@@ -83,8 +99,9 @@ def _words(part: Part, slug: str, problem: Problem, facts: TeamFacts, parent: st
             text.append(f"what other teams did not need, passed on by weight: +{_list(given)}")
         if held:
             text.append(
-                "held back so that dominant shares stay even across resources (DRF): "
-                f"−{_list(held)}"
+                "not there after all: DRF evens out dominant shares across resources"
+                + (" and its department's limits bind" if parent else "")
+                + f": −{_list(held)}"
             )
         return "; ".join(text) + "."
     # past-use
