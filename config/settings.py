@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "scheduling",
     "monitoring",
     "portal",
+    "sso",
 ]
 
 MIDDLEWARE = [
@@ -90,6 +91,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "config.context.cluster",
+                "sso.context.sign_in",
             ],
         },
     },
@@ -138,7 +140,9 @@ CSRF_FAILURE_VIEW = "config.errors.csrf_failure"  # the product's layout, with n
 ADMINS_GROUP = "admins"
 # Sign-in throttling (config/auth.py): back-off per username + client address, per username
 # from anywhere, and per client address (an IPv6 client by its /64).
-AUTHENTICATION_BACKENDS = ["config.auth.ThrottledModelBackend"]
+# sso.auth: the throttled password backend, closed to all but superusers when
+# FAIRSHARE_LOCAL_PASSWORDS=superusers, and the session backend of single sign-on users.
+AUTHENTICATION_BACKENDS = ["sso.auth.LocalPasswordBackend", "sso.auth.SingleSignOnBackend"]
 FAIRSHARE_LOGIN_MAX_FAILURES = env_int("FAIRSHARE_LOGIN_MAX_FAILURES", 5, min_value=1)
 FAIRSHARE_LOGIN_MAX_FAILURES_PER_ACCOUNT = env_int(
     "FAIRSHARE_LOGIN_MAX_FAILURES_PER_ACCOUNT", 20, min_value=1
@@ -169,6 +173,38 @@ FAIRSHARE_TOKEN_DEFAULT_DAYS = env_int("FAIRSHARE_TOKEN_DEFAULT_DAYS", 90, min_v
 FAIRSHARE_TOKEN_MAX_DAYS = env_int("FAIRSHARE_TOKEN_MAX_DAYS", 365, min_value=1)
 FAIRSHARE_TOKEN_MAX_PERSONAL = env_int("FAIRSHARE_TOKEN_MAX_PERSONAL", 10, min_value=1)
 FAIRSHARE_CSP_REPORT_ONLY = env_bool("FAIRSHARE_CSP_REPORT_ONLY", False)
+
+# ----------------------------------------------------------------------------- Single sign-on
+# OpenID Connect (sso/, Authlib): off unless FAIRSHARE_OIDC_ISSUER is set. See docs/operations.md.
+FAIRSHARE_OIDC_ISSUER = env_str("FAIRSHARE_OIDC_ISSUER", "").rstrip("/")
+if FAIRSHARE_OIDC_ISSUER and not FAIRSHARE_OIDC_ISSUER.startswith(
+    ("https://", "http://127.0.0.1:", "http://localhost:", "http://[::1]:")
+):
+    raise ImproperlyConfigured(
+        "FAIRSHARE_OIDC_ISSUER must be an https:// address (http:// only on loopback)."
+    )
+FAIRSHARE_OIDC_CLIENT_ID = env_str("FAIRSHARE_OIDC_CLIENT_ID", "")
+FAIRSHARE_OIDC_CLIENT_SECRET = env_secret("FAIRSHARE_OIDC_CLIENT_SECRET", "") or ""
+if FAIRSHARE_OIDC_ISSUER and not (FAIRSHARE_OIDC_CLIENT_ID and FAIRSHARE_OIDC_CLIENT_SECRET):
+    raise ImproperlyConfigured(
+        "FAIRSHARE_OIDC_ISSUER is set: FAIRSHARE_OIDC_CLIENT_ID and FAIRSHARE_OIDC_CLIENT_SECRET "
+        "(or _FILE) must be set too."
+    )
+FAIRSHARE_OIDC_SCOPES = env_list("FAIRSHARE_OIDC_SCOPES", ["openid", "profile", "email", "groups"])
+if FAIRSHARE_OIDC_ISSUER and "openid" not in FAIRSHARE_OIDC_SCOPES:
+    raise ImproperlyConfigured("FAIRSHARE_OIDC_SCOPES must include openid.")
+FAIRSHARE_OIDC_GROUPS_CLAIM = env_str("FAIRSHARE_OIDC_GROUPS_CLAIM", "groups")
+# Members of these identity-provider groups are site admins (so the first admin can arrive).
+FAIRSHARE_OIDC_ADMIN_GROUPS = env_list("FAIRSHARE_OIDC_ADMIN_GROUPS", [])
+# The claim a new user's username comes from (falls back to the subject).
+FAIRSHARE_OIDC_USERNAME_CLAIM = env_str("FAIRSHARE_OIDC_USERNAME_CLAIM", "preferred_username")
+# Seconds of clock skew allowed when checking the ID token's exp and iat.
+FAIRSHARE_OIDC_LEEWAY_SECONDS = env_int("FAIRSHARE_OIDC_LEEWAY_SECONDS", 60, min_value=0)
+FAIRSHARE_OIDC_TIMEOUT = env_int("FAIRSHARE_OIDC_TIMEOUT", 10, min_value=1)
+# The kube-apiserver's --oidc-groups-prefix: prepended to the groups a team's RoleBindings bind.
+FAIRSHARE_OIDC_GROUP_PREFIX = env_str("FAIRSHARE_OIDC_GROUP_PREFIX", "")
+# Who may sign in with a local password: all (default) or superusers (break-glass only).
+FAIRSHARE_LOCAL_PASSWORDS = env_choice("FAIRSHARE_LOCAL_PASSWORDS", "all", ["all", "superusers"])
 
 # ----------------------------------------------------------------------------- Database
 DATABASES = {

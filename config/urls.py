@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
@@ -8,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from config import health
 from config.auth import ThrottledAdminAuthenticationForm, ThrottledLoginView, admin_login
 from portal.views import dashboard
+from sso.views import LogoutView
 
 # One sign-in rule for both doors: the admin's login form is throttled like the site's.
 admin.site.login_form = ThrottledAdminAuthenticationForm
@@ -25,7 +25,9 @@ urlpatterns = [
         ThrottledLoginView.as_view(redirect_authenticated_user=True),
         name="login",
     ),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Django's logout, then the identity provider's for a single sign-on session (sso/).
+    path("logout/", LogoutView.as_view(), name="logout"),
+    path("", include("sso.urls")),
     path("healthz", health.healthz, name="healthz"),
     # Browsers ask for /favicon.ico on pages that name no icon (admin, API docs, errors).
     path(

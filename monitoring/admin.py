@@ -13,6 +13,7 @@ from monitoring.models import (
     UsageRollup,
     UsageSample,
     Workload,
+    WorkloadRecord,
 )
 from quotas.admin import AuditedAdmin, SiteAdminOnly, ViewOnly
 
@@ -122,3 +123,12 @@ class WorkloadAdmin(SiteAdminOnly, admin.ModelAdmin):
     list_filter = ("waiting", "wait_code", "kind")
     search_fields = ("namespace", "name", "queue")
     date_hierarchy = "taken_at"
+
+
+@admin.register(WorkloadRecord)
+class WorkloadRecordAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
+    """One workload's life across collections (waits, run lengths): written by the collection."""
+
+    list_display = ["namespace", "kind", "name", "team", "first_seen", "started", "finished"]
+    list_filter = ["kind", "team"]
+    search_fields = ["namespace", "name"]

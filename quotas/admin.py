@@ -23,6 +23,9 @@ from quotas.models import (
     ApiToken,
     AuditEvent,
     Budget,
+    DerivedMembership,
+    ExternalIdentity,
+    GroupRule,
     LimitPolicy,
     Membership,
     Namespace,
@@ -30,6 +33,7 @@ from quotas.models import (
     QuotaRequest,
     QuotaRequestLine,
     Team,
+    TeamClusterGroup,
     TeamQuota,
 )
 from quotas.querysets import is_site_admin
@@ -494,6 +498,32 @@ class QuotaRequestLineAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
             .get_queryset(request)
             .filter(request__in=QuotaRequest.objects.visible_to(request.user))
         )
+
+
+# Single sign-on rows (issue 33): inspected here; rules and cluster groups are written on the
+# product's /sso/groups/ page (audited, validated), identities by signing in.
+@admin.register(GroupRule)
+class GroupRuleAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["pattern", "team", "role", "site_admin", "created_by", "created"]
+
+
+@admin.register(TeamClusterGroup)
+class TeamClusterGroupAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["team", "group", "role", "created"]
+
+
+@admin.register(DerivedMembership)
+class DerivedMembershipAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["membership", "groups", "updated"]
+
+
+@admin.register(ExternalIdentity)
+class ExternalIdentityAdmin(ViewOnly, SiteAdminOnly, admin.ModelAdmin):
+    list_display = ["user", "issuer", "subject", "admin_from_groups", "last_sign_in"]
+    search_fields = ["user__username", "subject"]
+
+    def has_delete_permission(self, request, obj=None):
+        return is_site_admin(request.user)  # unlink: the next sign-in creates a new user
 
 
 from quotas import admin_transitions  # noqa: E402, F401  (registers TransitionAdmin)

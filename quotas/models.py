@@ -698,3 +698,166 @@ class Transition(models.Model):
     @property
     def queues(self) -> list[str]:
         return [str(q) for q in (self.params or {}).get("queues") or []]
+
+
+# ----------------------------------------------------------------------------- Single sign-on
+# Identity-provider groups (issue 33): rules mapping groups to team roles or site admin, the
+# identities people signed in with (and the groups they last brought), the marker on
+# memberships the groups made, and the groups a team's RoleBindings bind (quotas/groups.py).
+
+
+def _group_name_errors(value: str) -> list[str]:
+    if not value or value != value.strip():
+        return ["A group name cannot be empty or start or end with spaces."]
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return ["A group name cannot contain control characters."]
+    return []
+
+
+def validate_group_name(value: str) -> None:
+    errors = _group_name_errors(value)
+    if errors:
+        raise ValidationError(errors)
+
+
+class GroupRule(TimestampedModel):
+    """Members of the identity-provider groups matching ``pattern`` get ``role`` in ``team``,
+    or are site admins (``site_admin``; exact group names only)."""
+
+    pattern = models.CharField(
+        max_length=255,
+        validators=[validate_group_name],
+        help_text="A group name, or a pattern with * and ? (fnmatch, case-sensitive).",
+    )
+    team = models.ForeignKey(
+        Team,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="group_rules",
+    )
+    role = models.CharField(max_length=16, choices=MembershipRole.choices, blank=True)
+    site_admin = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["pattern", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(site_admin=False) & Q(team__isnull=False) & ~Q(role=""))
+                | (Q(site_admin=True) & Q(team__isnull=True) & Q(role="")),
+                name="%(app_label)s_%(class)s_team_role_or_site_admin",
+                violation_error_message="A rule gives either a team and a role, or site admin.",
+            ),
+            models.UniqueConstraint(
+                fields=["pattern", "team"],
+                condition=Q(team__isnull=False),
+                name="%(app_label)s_%(class)s_unique_pattern_team",
+                violation_error_message="A rule for this group and team exists already.",
+            ),
+            models.UniqueConstraint(
+                fields=["pattern"],
+                condition=Q(site_admin=True),
+                name="%(app_label)s_%(class)s_unique_pattern_admin",
+                violation_error_message="This group already makes its members site admins.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        if self.site_admin:
+            return f"{self.pattern} → site admin"
+        return f"{self.pattern} → {self.role} of {self.team}"
+
+    @property
+    def is_pattern(self) -> bool:
+        return any(c in self.pattern for c in "*?[")
+
+    def clean(self) -> None:
+        super().clean()
+        if self.site_admin and self.is_pattern:
+            raise ValidationError(
+                {"pattern": "Site admin comes from exact group names only, never a pattern."}
+            )
+        if self.site_admin and (self.team_id or self.role):
+            raise ValidationError({"team": "A site-admin rule names no team and no role."})
+        if not self.site_admin and not self.team_id:
+            raise ValidationError({"team": "Choose the team this group's members join."})
+        if not self.site_admin and not self.role:
+            raise ValidationError({"role": "Choose the role this group's members get."})
+
+
+class ExternalIdentity(TimestampedModel):
+    """The identity-provider account (issuer + subject) a user signs in with, and the groups it
+    brought at the last sign-in (for the rules' previews)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    groups = models.JSONField(default=list, blank=True)
+    admin_from_groups = models.BooleanField(
+        default=False, help_text="Site admin because of the groups (removed when they say not)."
+    )
+    last_sign_in = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["issuer", "subject"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["issuer", "subject"],
+                name="%(app_label)s_%(class)s_unique_issuer_subject",
+                violation_error_message="This identity is linked to another user already.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
+
+
+class DerivedMembership(TimestampedModel):
+    """Marks a membership the identity-provider groups made: updated at every sign-in and
+    removed when the groups no longer give it. Hand-made memberships have no marker."""
+
+    membership = models.OneToOneField(Membership, on_delete=models.CASCADE, related_name="derived")
+    groups = models.JSONField(default=list, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.membership} (from {', '.join(self.groups)})"
+
+
+class TeamClusterGroup(TimestampedModel):
+    """An identity-provider group the team's RoleBindings bind with ``role`` (kind Group, the
+    name prefixed with FAIRSHARE_OIDC_GROUP_PREFIX), next to its members."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="cluster_groups")
+    group = models.CharField(max_length=200, validators=[validate_group_name])
+    role = models.CharField(
+        max_length=16, choices=MembershipRole.choices, default=MembershipRole.MEMBER
+    )
+
+    class Meta:
+        ordering = ["team__slug", "group"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "group"],
+                name="%(app_label)s_%(class)s_unique_team_group",
+                violation_error_message="The team binds this group already.",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} ({self.role}) in {self.team}"
+
+    def clean(self) -> None:
+        super().clean()
+        if self.group.startswith("system:"):
+            raise ValidationError(
+                {"group": "Groups starting with system: are Kubernetes' own; bind another."}
+            )

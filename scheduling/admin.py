@@ -1,7 +1,15 @@
 from django.contrib import admin
 
 from quotas.admin import SiteAdminOnly
-from scheduling.models import ShareComputation, ShareFailure, ShareSnapshot, SyncItem, SyncRun
+from scheduling.models import (
+    FairnessSetting,
+    PastUsageState,
+    ShareComputation,
+    ShareFailure,
+    ShareSnapshot,
+    SyncItem,
+    SyncRun,
+)
 
 
 class ReadOnlyHistory(SiteAdminOnly):
@@ -61,3 +69,23 @@ class SyncItemAdmin(ReadOnlyHistory, admin.ModelAdmin):
     list_display = ["run", "action", "kind", "namespace", "name", "drift"]
     list_filter = ["action", "kind", "drift"]
     search_fields = ["name", "namespace", "team_slug"]
+
+
+@admin.register(FairnessSetting)
+class FairnessSettingAdmin(ReadOnlyHistory, admin.ModelAdmin):
+    """Shown, not edited here: a change goes through ``scheduling.pastuse.set_fairness`` (the
+    Fairness page, /fairness/), which validates, audits and recomputes the shares."""
+
+    list_display = ["half_life_seconds", "strength", "updated_by", "updated_at"]
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(PastUsageState)
+class PastUsageStateAdmin(ReadOnlyHistory, admin.ModelAdmin):
+    """Folded past use (a cache of the hourly rollups): deleting a row makes the next share
+    computation fold the whole history again, as ``manage.py past_usage --rebuild`` does."""
+
+    list_display = ["half_life_seconds", "first", "through", "folded_hours", "updated_at"]
+    exclude = ["usage", "capacity"]

@@ -43,11 +43,20 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
-from django.db.models import Sum
+from django.conf import settings
+from django.db.models import Sum, Value
 
 from monitoring.models import GpuInventoryNode
 from quotas.domain.quantity import is_byte_resource
-from quotas.models import LimitPolicy, Membership, Namespace, PriorityTier, Team, TeamQuota
+from quotas.models import (
+    LimitPolicy,
+    Membership,
+    Namespace,
+    PriorityTier,
+    Team,
+    TeamClusterGroup,
+    TeamQuota,
+)
 from quotas.protection import protected_namespace_patterns
 from quotas.quantities import is_integral_resource
 from quotas.transitions import render_overrides
@@ -339,11 +348,19 @@ def _team_specs(
     departments = {teams[t]["parent_id"] for t in included if teams[t]["parent_id"] is not None}
     deserved = _latest_deserved(included, computation_id)
 
+    # People and identity-provider groups in one query (a UNION): the constant query count.
     members: dict[int, list[MemberSpec]] = defaultdict(list)
-    for team_id, username, role in Membership.objects.filter(
-        team_id__in=included, user__is_active=True
-    ).values_list("team_id", "user__username", "role"):
-        members[team_id].append(MemberSpec(username=username, role=role))
+    groups: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    people = (
+        Membership.objects.filter(team_id__in=included, user__is_active=True)
+        .order_by()
+        .values_list("team_id", "user__username", "role", Value("user"))
+    )
+    for team_id, name, role, kind in people.union(_cluster_groups(included), all=True):
+        if kind == "user":
+            members[team_id].append(MemberSpec(username=name, role=role))
+        elif not (subject := _group_subject(name, role))[0].startswith("system:"):
+            groups[team_id].append(subject)  # never Kubernetes' own groups
 
     team_specs = tuple(
         TeamSpec(
@@ -357,12 +374,28 @@ def _team_specs(
             limit=limit.get(team_id, {}),
             deserved=deserved.get(team_id, {}),
             members=tuple(members.get(team_id, ())),
+            groups=tuple(groups.get(team_id, ())),
             is_department=team_id in departments,
         )
         for team_id, row in teams.items()
         if team_id in included
     )
     return team_specs
+
+
+def _cluster_groups(included: Collection[int]):
+    """The identity-provider groups the teams bind (issue 33), as rows like the members'."""
+    return (
+        TeamClusterGroup.objects.filter(team_id__in=included)
+        .order_by()
+        .values_list("team_id", "group", "role", Value("group"))
+    )
+
+
+def _group_subject(group: str, role: str) -> tuple[str, str]:
+    """A group named as the API server sees it: with its ``--oidc-groups-prefix``
+    (FAIRSHARE_OIDC_GROUP_PREFIX)."""
+    return f"{getattr(settings, 'FAIRSHARE_OIDC_GROUP_PREFIX', '')}{group}", role
 
 
 def _namespace_specs(

@@ -1,6 +1,6 @@
 from rest_framework.routers import SimpleRouter
 
-from quotas.api import views
+from quotas.api import groups, views
 
 app_name = "quotas-api"
 
@@ -16,5 +16,7 @@ router.register("audit-events", views.AuditEventViewSet)
 router.register("transitions", views.TransitionViewSet)
 router.register("tokens", views.PersonalTokenViewSet, basename="token")
 router.register("service-tokens", views.ServiceTokenViewSet, basename="servicetoken")
+router.register("group-rules", groups.GroupRuleViewSet)
+router.register("cluster-groups", groups.TeamClusterGroupViewSet)
 
 urlpatterns = router.urls

@@ -200,7 +200,29 @@ SEEDED = {
     "rate-cards": lambda w, role: w.rate_card.pk,
     "statements": lambda w, role: w.statement.pk,
     "transitions": lambda w, role: w.transition.pk,
+    "group-rules": lambda w, role: seeded_group_rule(w).pk,
+    "cluster-groups": lambda w, role: seeded_cluster_group(w).pk,
 }
+
+
+def seeded_group_rule(world: World):
+    """A group rule (single sign-on, issue 33), made again when a DELETE took it away."""
+    from quotas.models import GroupRule
+
+    rule, _ = GroupRule.objects.get_or_create(
+        pattern="team-a-ml", team=world.cast.team_a, defaults={"role": "member"}
+    )
+    return rule
+
+
+def seeded_cluster_group(world: World):
+    """A group team-a's RoleBindings bind (single sign-on, issue 33)."""
+    from quotas.models import TeamClusterGroup
+
+    binding, _ = TeamClusterGroup.objects.get_or_create(
+        team=world.cast.team_a, group="team-a-ml", defaults={"role": "member"}
+    )
+    return binding
 
 
 def seeded_path(operation, world, role) -> dict:

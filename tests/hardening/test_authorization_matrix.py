@@ -36,7 +36,13 @@ from rest_framework.viewsets import ViewSetMixin
 
 from quotas.models import Team
 from tests.base import GPU
-from tests.hardening.conftest import ROLES, World, client_for
+from tests.hardening.conftest import (
+    ROLES,
+    World,
+    client_for,
+    seeded_cluster_group,
+    seeded_group_rule,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -285,6 +291,25 @@ ROUTES: dict[str, Route] = {
     "portal:rebalance": r(GET=ADMIN_PAGE, POST=(ADMIN_PAGE, rebalance_form)),
     # An invalid half-life: the admin gets the form back with its error (a valid one redirects).
     "portal:fairness": r(GET=ADMIN_PAGE, POST=(ADMIN_PAGE, lambda w: {"half_life": "bad"})),
+    # Single sign-on (issue 33): off unless an issuer is configured (404 for everyone then);
+    # the group page is the site admins'.
+    "sso:start": r(GET="404 " * 9 + "404"),
+    "sso:callback": r(GET="404 " * 9 + "404"),
+    "sso:group_rules": r(
+        GET=ADMIN_PAGE, POST=(ADMIN_PAGE, lambda w: {"pattern": "team-a-*", "action": "preview"})
+    ),
+    "sso:group_rule_delete": r(
+        lambda w: {"pk": seeded_group_rule(w).pk},
+        shared=True,
+        GET=POST_ONLY,
+        POST=("login 403 403 403 403 403 3xx login login login", None),
+    ),
+    "sso:cluster_group_delete": r(
+        lambda w: {"pk": seeded_cluster_group(w).pk},
+        shared=True,
+        GET=POST_ONLY,
+        POST=("login 403 403 403 403 403 3xx login login login", None),
+    ),
     "portal:adopt_namespace": r(
         GET=ADMIN_PAGE, POST=(ADMIN_PAGE, lambda w: {"name": "legacy-ml", "team": "team-a"})
     ),
@@ -439,6 +464,35 @@ ROUTES: dict[str, Route] = {
         shared=True,
         GET="401 403 403 403 403 403 405 403 403 403",
         POST=(API_ADMIN_WRITE, None),
+    ),
+    # Single sign-on (issue 33): group rules and cluster groups, site admins only (read:all
+    # tokens read them, as they read sync runs).
+    "quotas-api:grouprule-list": r(
+        GET=API_ADMIN_READ,
+        POST=(API_ADMIN_WRITE, lambda w: {"pattern": "ml-*", "team": "team-a", "role": "member"}),
+    ),
+    "quotas-api:grouprule-detail": r(
+        lambda w: {"pk": seeded_group_rule(w).pk},
+        shared=True,
+        GET=API_ADMIN_READ,
+        DELETE=(API_ADMIN_WRITE, None),
+    ),
+    "quotas-api:grouprule-matches": r(
+        lambda w: {"pk": seeded_group_rule(w).pk}, shared=True, GET=API_ADMIN_READ
+    ),
+    "quotas-api:grouprule-preview": r(
+        GET="401 403 403 403 403 403 405 403 405 403",
+        POST=(API_ADMIN_WRITE, lambda w: {"pattern": "team-a-*"}),
+    ),
+    "quotas-api:teamclustergroup-list": r(
+        GET=API_ADMIN_READ,
+        POST=(API_ADMIN_WRITE, lambda w: {"team": "team-a", "group": "ml", "role": "member"}),
+    ),
+    "quotas-api:teamclustergroup-detail": r(
+        lambda w: {"pk": seeded_cluster_group(w).pk},
+        shared=True,
+        GET=API_ADMIN_READ,
+        DELETE=(API_ADMIN_WRITE, None),
     ),
     # ---- API: scheduling
     "scheduling-api:sharesnapshot-list": r(GET=API_LIST),
