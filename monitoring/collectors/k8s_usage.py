@@ -19,7 +19,10 @@ Two sources, same result (:class:`monitoring.domain.aggregate.ClusterUsage`):
   result carries a note saying so. They feed :class:`monitoring.domain.workloads.WorkloadCollector`
   so pods are grouped into gangs in the same single pass.
 * :func:`from_snapshot` reads a ``kubectl get nodes,pods,podgroups,jobs,events -A -o json`` dump
-  (the demo mode, ``FAIRSHARE_CLUSTER=snapshot:PATH``); the workload kinds are optional.
+  (the demo mode, ``FAIRSHARE_CLUSTER=snapshot:PATH``); the workload kinds are optional. When the
+  dump also holds ``resource.k8s.io`` objects (ResourceClaims, ResourceSlices, DeviceClasses), the
+  claims' GPU-equivalents and device-class counts are added (:mod:`monitoring.domain.dra`).
+  :func:`collect` does not LIST the DRA kinds yet.
 
 Quantities are parsed with ``kubernetes.utils.parse_quantity`` (exact Decimals).
 
@@ -42,7 +45,7 @@ from kubernetes.utils import parse_quantity
 from kube.apply import call_with_retry
 from kube.errors import K8sNotFound
 from kube.observe import MANAGED_SELECTOR, list_raw
-from monitoring.domain import snapshot_clock
+from monitoring.domain import dra, snapshot_clock
 from monitoring.domain.aggregate import ClusterUsage, aggregate, parse_list_dump
 from monitoring.domain.kueue_status import queue_statuses
 from monitoring.domain.workloads import WorkloadCollector
@@ -172,7 +175,7 @@ def from_snapshot(
     stats: Stats | None = None,
     now: datetime | None = None,
 ) -> ClusterUsage:
-    """Aggregate a ``kubectl get nodes,pods -A -o json`` dump.
+    """Aggregate a ``kubectl get nodes,pods -A -o json`` dump (with DRA objects, if any).
 
     With ``now``, the dump stands for the cluster at ``now``: its timestamps are moved by
     ``now`` minus its newest one (:func:`monitoring.domain.snapshot_clock.redate`), so a pod
@@ -203,6 +206,9 @@ def from_snapshot(
         usage = aggregate(
             nodes, pods, namespace_teams, parse_quantity=parse_quantity, workloads=workloads
         )
+        dra_objects = dra.split_dra_items(doc)
+        if dra_objects is not None:
+            usage = dra.add_dra_usage(usage, dra.dra_usage(dra_objects, pods), namespace_teams)
     except (ValueError, TypeError, AttributeError, ArithmeticError) as e:
         raise CollectorError(f"cluster snapshot {path} cannot be read: {e}") from e
     if stats is not None:
@@ -216,6 +222,9 @@ def from_snapshot(
                 "kueue-workloads": len(extra["Workload"]),
             }
         )
+        if dra_objects is not None:
+            stats["resourceclaims"] = len(dra_objects.claims)
+            stats["resourceslices"] = len(dra_objects.slices)
     return usage
 
 

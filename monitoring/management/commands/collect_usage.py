@@ -17,7 +17,8 @@ from monitoring.exceptions import CollectorError
 class Command(BaseCommand):
     help = (
         "Collect cluster usage once and store it. --snapshot FILE reads a "
-        "`kubectl get nodes,pods -A -o json` dump instead of the cluster; --print prints the "
+        "`kubectl get nodes,pods -A -o json` dump instead of the cluster (with resourceclaims, "
+        "resourceslices and deviceclasses, DRA GPUs count too); --print prints the "
         "aggregate as JSON (base units) and stores nothing."
     )
 

@@ -1,0 +1,466 @@
+"""GPUs requested through Dynamic Resource Allocation (pure): claims → usage and demand.
+
+Input is what ``kubectl get nodes,pods,resourceclaims,resourceslices,deviceclasses -A -o json``
+prints (``resource.k8s.io/v1`` ResourceClaims, ResourceSlices, DeviceClasses and
+ResourceClaimTemplates next to the pods, as plain dicts). Output is, per namespace, what its
+counted claims add to the ``allocated`` and ``pending`` maps of
+:class:`monitoring.domain.aggregate.ClusterUsage`: ``nvidia.com/gpu`` in GPU-equivalents
+(exact ``Decimal`` fractions: a 1g.10gb MIG device is ``0.125``) and one
+``<class>.deviceclass.resource.k8s.io/devices`` device count per device class. The rules are
+those of ``dra-rules.md`` (issue 34); sources are kubernetes/kubernetes master unless named
+otherwise, NVIDIA's driver is NVIDIA/k8s-dra-driver-gpu v25.12.0.
+
+* **Rule 1 — which claims count, once, and where.** A claim counts for its own namespace, once
+  however many pods share it. *Allocated*: ``status.allocation`` is set and ``status.reservedFor``
+  names (``resource: pods``, empty ``apiGroup``) the uid of a pod in the input that is not
+  Succeeded/Failed. *Pending*: no allocation, and a Pending pod without ``spec.nodeName``
+  references it by ``spec.resourceClaims[].resourceClaimName`` or, for a claim generated from a
+  template, by ``status.resourceClaimStatuses[].resourceClaimName`` (generated names are resolved
+  through the pod status, never guessed). Anything else counts nothing: a claim reserved only by
+  finished or vanished pods is one the claim controller is about to release
+  (pkg/controller/resourceclaim/controller.go — ``syncClaim``, ``isPodDone``; "currently allowed
+  to use the claim": staging/src/k8s.io/api/resource/v1/types.go —
+  ``ResourceClaimStatus.ReservedFor``). ResourceQuota would still charge such a claim; Fairshare
+  reports usage and demand, not quota charge.
+* **Rule 2 — device counts per class**, exactly as the ResourceQuota claim evaluator charges
+  them, from ``claim.spec`` (pkg/quota/v1/evaluator/core/resource_claims.go —
+  ``claimEvaluator.Usage``; its test ``TestResourceClaimEvaluatorUsage``): ``exactly``
+  ExactCount → ``count`` (default 1); ``exactly`` All → 32 (``AllocationResultsMaxSize``,
+  types.go); ``firstAvailable`` → every class named, each with its largest subrequest; unknown
+  modes or request kinds → 0. Admin-access and extended-resource claims are charged like any
+  other (test case ``admin``; KEP-5018 § ResourceQuota; ``addExtendedResourceQuota``).
+* **Rule 3 — ``nvidia.com/gpu`` in GPU-equivalents.** Pods' own ``nvidia.com/gpu`` requests are
+  counted by the aggregation as before. An allocated claim adds, per allocation result of driver
+  ``gpu.nvidia.com``, the device found in the ResourceSlices by (driver, pool, device) — the
+  pool's highest ``generation`` only: attribute ``type`` ``gpu`` → 1; ``mig`` → its
+  ``memorySlice<N>`` capacities ÷ 8 (cmd/gpu-kubelet-plugin/deviceinfo.go —
+  ``MigDeviceInfo.GetDevice``; 8 memory slices on A100/H100/H200/B200, NVIDIA MIG User Guide
+  "Supported MIG Profiles"); a result with ``adminAccess: true`` → 0 (it does not hold the device:
+  pkg/scheduler/framework/plugins/dynamicresources/allocateddevices.go —
+  ``foreachAllocatedDevice``). A claim annotated ``resource.kubernetes.io/extended-resource-claim:
+  "true"`` adds 0: its GPUs are the owning pod's ``nvidia.com/gpu`` request, already counted
+  (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go; resource_claims.go —
+  ``getVerifiedPodUsage``). A pending claim adds ``count`` whole GPUs per ``exactly`` ExactCount
+  request of class ``gpu.nvidia.com`` (pending MIG, All and firstAvailable requests: nothing, the
+  device is not chosen yet).
+* **Rule 4** — cpu, memory and the pods' own requests are untouched; a dump without
+  ``resource.k8s.io`` objects gives exactly the aggregation's output.
+
+Devices of other drivers, devices missing from the slices and MIG types other than the above
+add 0 GPU-equivalents; each missing device is named in a note. DeviceClasses and
+ResourceClaimTemplates are recognised as DRA objects but not needed for counting.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Any
+
+from .aggregate import UNASSIGNED, ClusterUsage, NamespaceUsage, TeamUsage
+
+__all__ = [
+    "ALLOCATION_RESULTS_MAX_SIZE",
+    "DraObjects",
+    "DraUsage",
+    "SliceDevice",
+    "add_dra_usage",
+    "claim_state",
+    "class_devices",
+    "class_resource",
+    "dra_usage",
+    "gpu_equivalent",
+    "slice_devices",
+    "split_dra_items",
+]
+
+GPU = "nvidia.com/gpu"
+NVIDIA_DRIVER = "gpu.nvidia.com"
+NVIDIA_GPU_CLASS = "gpu.nvidia.com"
+# staging/src/k8s.io/api/resource/v1/types.go — AllocationResultsMaxSize.
+ALLOCATION_RESULTS_MAX_SIZE = 32
+# Memory slices of one A100/H100/H200/B200 GPU (NVIDIA MIG User Guide, "Fraction of Memory").
+MIG_MEMORY_SLICES = 8
+# types.go — ExtendedResourceClaimAnnotation.
+EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
+# pkg/quota/v1/evaluator/core/resource_claims.go — V1ResourceByDeviceClass
+# (class + corev1.ResourceClaimsPerClass).
+DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+
+_DRA_API = "resource.k8s.io/"
+_FINISHED = frozenset({"Succeeded", "Failed"})
+_MEMORY_SLICE = re.compile(r"(?:[^/]+/)?memorySlice\d+")
+
+Resources = dict[str, Decimal]
+DeviceKey = tuple[str, str, str]
+
+
+# ---------------------------------------------------------------- input
+
+
+@dataclass(frozen=True)
+class DraObjects:
+    """The ``resource.k8s.io`` items of a dump, by kind."""
+
+    claims: tuple[Mapping[str, Any], ...] = ()
+    slices: tuple[Mapping[str, Any], ...] = ()
+    classes: tuple[Mapping[str, Any], ...] = ()
+    templates: tuple[Mapping[str, Any], ...] = ()
+
+
+def split_dra_items(doc: Mapping[str, Any]) -> DraObjects | None:
+    """The DRA objects of a ``kubectl get ... -o json`` List, or None when it holds none.
+
+    Also accepts a bare ``ResourceClaimList`` / ``ResourceSliceList`` (items carry no kind).
+    """
+    kind = doc.get("kind")
+    items = doc.get("items") or ()
+    found: dict[str, list[Mapping[str, Any]]] = {
+        "ResourceClaim": [],
+        "ResourceSlice": [],
+        "DeviceClass": [],
+        "ResourceClaimTemplate": [],
+    }
+    list_kind = kind[: -len("List")] if isinstance(kind, str) and kind.endswith("List") else None
+    if list_kind in found and str(doc.get("apiVersion") or "").startswith(_DRA_API):
+        found[list_kind] = [item for item in items if isinstance(item, Mapping)]
+    elif kind == "List":
+        for item in items:
+            if not isinstance(item, Mapping):
+                continue
+            if item.get("kind") in found and str(item.get("apiVersion") or "").startswith(_DRA_API):
+                found[item["kind"]].append(item)
+    if not any(found.values()):
+        return None
+    return DraObjects(
+        claims=tuple(found["ResourceClaim"]),
+        slices=tuple(found["ResourceSlice"]),
+        classes=tuple(found["DeviceClass"]),
+        templates=tuple(found["ResourceClaimTemplate"]),
+    )
+
+
+@dataclass(frozen=True)
+class SliceDevice:
+    """One published device: its key, ``type`` attribute and number of memory slices."""
+
+    driver: str
+    pool: str
+    name: str
+    type: str | None
+    memory_slices: int
+
+
+def _attribute(attributes: Mapping[str, Any], name: str, driver: str) -> Any:
+    """A device attribute's value; names may be qualified with the driver's domain."""
+    raw = attributes.get(name)
+    if raw is None:
+        raw = attributes.get(f"{driver}/{name}")
+    if not isinstance(raw, Mapping):
+        return None
+    for kind in ("string", "int", "bool", "version"):
+        if kind in raw:
+            return raw[kind]
+    return None
+
+
+def slice_devices(slices: Iterable[Mapping[str, Any]]) -> dict[DeviceKey, SliceDevice]:
+    """Every device of the ResourceSlices, keyed by (driver, pool, device name).
+
+    A pool (driver, ``spec.pool.name``) may be spread over several slices and, while its driver
+    republishes it, over two generations: only slices of the pool's highest
+    ``spec.pool.generation`` are read (types.go — ``ResourcePool.Generation``: "consumers
+    should only use the highest generation").
+    """
+    slices = list(slices)
+    newest: dict[tuple[str, str], int] = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        pool = spec.get("pool") or {}
+        key = (str(spec.get("driver") or ""), str(pool.get("name") or ""))
+        generation = int(pool.get("generation") or 0)
+        if key not in newest or generation > newest[key]:
+            newest[key] = generation
+    devices: dict[DeviceKey, SliceDevice] = {}
+    for item in slices:
+        spec = item.get("spec") or {}
+        pool = spec.get("pool") or {}
+        driver, pool_name = str(spec.get("driver") or ""), str(pool.get("name") or "")
+        if int(pool.get("generation") or 0) != newest[(driver, pool_name)]:
+            continue
+        for device in spec.get("devices") or ():
+            name = str(device.get("name") or "")
+            kind = _attribute(device.get("attributes") or {}, "type", driver)
+            capacity = device.get("capacity") or {}
+            devices[(driver, pool_name, name)] = SliceDevice(
+                driver=driver,
+                pool=pool_name,
+                name=name,
+                type=kind if isinstance(kind, str) else None,
+                memory_slices=sum(1 for cap in capacity if _MEMORY_SLICE.fullmatch(str(cap))),
+            )
+    return devices
+
+
+# ---------------------------------------------------------------- rules
+
+
+def gpu_equivalent(device: SliceDevice) -> Decimal:
+    """Rule 3b: a whole GPU is 1; a MIG device holds its memory slices out of 8; else 0."""
+    if device.type == "gpu":
+        return Decimal(1)
+    if device.type == "mig":
+        return Decimal(device.memory_slices) / Decimal(MIG_MEMORY_SLICES)
+    return Decimal(0)
+
+
+def class_resource(device_class: str) -> str:
+    """The ResourceQuota name of a device class's device count."""
+    return device_class + DEVICE_CLASS_SUFFIX
+
+
+def _devices(request: Mapping[str, Any]) -> int:
+    """Devices one ``exactly`` request or ``firstAvailable`` subrequest asks for (Rule 2)."""
+    mode = request.get("allocationMode") or "ExactCount"
+    if mode == "ExactCount":
+        count = request.get("count")
+        return 1 if count is None else int(count)
+    if mode == "All":
+        return ALLOCATION_RESULTS_MAX_SIZE
+    return 0  # an unknown mode (after a downgrade) is charged nothing
+
+
+def class_devices(claim: Mapping[str, Any]) -> dict[str, int]:
+    """Rule 2: device count per device class, from ``claim.spec``, as ResourceQuota charges.
+
+    Steps (resource_claims.go — ``claimEvaluator.Usage``):
+    1. ``exactly``: add :func:`_devices` to its ``deviceClassName`` (also for admin access).
+    2. ``firstAvailable``: per class named among the subrequests, take the largest; add each.
+    3. Anything else: nothing. A class named with 0 devices is still listed (with 0).
+    """
+    counts: dict[str, int] = {}
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ()
+    for request in requests:
+        exactly = request.get("exactly")
+        alternatives = request.get("firstAvailable")
+        if exactly:
+            name = str(exactly.get("deviceClassName") or "")
+            counts[name] = counts.get(name, 0) + _devices(exactly)
+        elif alternatives:
+            largest: dict[str, int] = {}
+            for sub in alternatives:
+                name = str(sub.get("deviceClassName") or "")
+                largest[name] = max(largest.get(name, 0), _devices(sub))
+            for name, n in largest.items():
+                counts[name] = counts.get(name, 0) + n
+    return counts
+
+
+def _is_extended_resource_claim(claim: Mapping[str, Any]) -> bool:
+    """Rule 3c: the scheduler's claim for a pod's ``nvidia.com/gpu`` request
+    (pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go)."""
+    annotations = (claim.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(EXTENDED_RESOURCE_CLAIM) == "true"
+
+
+def _pending_gpus(claim: Mapping[str, Any]) -> Decimal:
+    """Rule 3d: whole GPUs of a pending claim's ``exactly`` ExactCount ``gpu.nvidia.com``
+    requests (MIG, All and firstAvailable: the device is not chosen yet, nothing). Requests
+    with ``adminAccess`` are 0, as their allocated results are (Rule 3b): admin access never
+    holds a device, so it is no demand for one either (pkg/scheduler/framework/plugins/
+    dynamicresources/allocateddevices.go — ``foreachAllocatedDevice``; a deliberate reading of
+    Rule 3d, which names no admin case)."""
+    total = Decimal(0)
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+        exactly = request.get("exactly")
+        if (
+            exactly
+            and exactly.get("deviceClassName") == NVIDIA_GPU_CLASS
+            and (exactly.get("allocationMode") or "ExactCount") == "ExactCount"
+            and not exactly.get("adminAccess")
+        ):
+            total += _devices(exactly)
+    return total
+
+
+def _allocated_gpus(
+    claim: Mapping[str, Any], devices: Mapping[DeviceKey, SliceDevice], notes: list[str]
+) -> Decimal:
+    """Rule 3b: GPU-equivalents of the devices actually allocated to the claim."""
+    total = Decimal(0)
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    for result in (allocation.get("devices") or {}).get("results") or ():
+        if result.get("driver") != NVIDIA_DRIVER or result.get("adminAccess"):
+            # Admin access does not hold the device (pkg/scheduler/framework/plugins/
+            # dynamicresources/allocateddevices.go — foreachAllocatedDevice): 0, or it would
+            # count the GPU twice.
+            continue
+        key = (NVIDIA_DRIVER, str(result.get("pool") or ""), str(result.get("device") or ""))
+        device = devices.get(key)
+        if device is None:
+            metadata = claim.get("metadata") or {}
+            notes.append(
+                f"DRA: claim {metadata.get('namespace')}/{metadata.get('name')} holds device "
+                f"{key[1]}/{key[2]}, not in any ResourceSlice: counted as 0 GPUs"
+            )
+            continue
+        total += gpu_equivalent(device)
+    return total
+
+
+@dataclass(frozen=True)
+class _PodIndex:
+    live_uids: frozenset[str]
+    pending_refs: frozenset[tuple[str, str]]
+
+
+def _index_pods(pods: Iterable[Mapping[str, Any]]) -> _PodIndex:
+    """The uids of pods not Succeeded/Failed, and (namespace, claim) referenced by unbound
+    Pending pods."""
+    live: set[str] = set()
+    refs: set[tuple[str, str]] = set()
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        if phase in _FINISHED:
+            continue
+        if metadata.get("uid"):
+            live.add(str(metadata["uid"]))
+        if spec.get("nodeName") or phase not in ("Pending", None):
+            continue
+        namespace = metadata.get("namespace") or "default"
+        for entry in spec.get("resourceClaims") or ():
+            if entry.get("resourceClaimName"):
+                refs.add((namespace, str(entry["resourceClaimName"])))
+        for entry in status.get("resourceClaimStatuses") or ():
+            if entry.get("resourceClaimName"):
+                refs.add((namespace, str(entry["resourceClaimName"])))
+    return _PodIndex(frozenset(live), frozenset(refs))
+
+
+def claim_state(
+    claim: Mapping[str, Any],
+    live_uids: frozenset[str] | set[str],
+    pending_refs: frozenset[tuple[str, str]] | set[tuple[str, str]],
+) -> str | None:
+    """Rule 1: ``"allocated"``, ``"pending"`` or None (counts nothing).
+
+    Allocated needs a reservation by a live pod ("currently allowed to use the claim", types.go
+    — ``ResourceClaimStatus.ReservedFor``); a claim reserved only by done or vanished pods is
+    about to be released (pkg/controller/resourceclaim/controller.go — ``syncClaim``,
+    ``isPodDone``) and counts nothing. Pending needs an unbound Pending pod referencing it.
+    """
+    metadata = claim.get("metadata") or {}
+    status = claim.get("status") or {}
+    if status.get("allocation"):
+        for entry in status.get("reservedFor") or ():
+            if (
+                entry.get("resource") == "pods"
+                and not entry.get("apiGroup")
+                and str(entry.get("uid") or "") in live_uids
+            ):
+                return "allocated"
+        return None
+    key = (metadata.get("namespace") or "default", str(metadata.get("name") or ""))
+    return "pending" if key in pending_refs else None
+
+
+# ---------------------------------------------------------------- result
+
+
+@dataclass(frozen=True)
+class DraUsage:
+    """Per namespace, what counted claims add to ``allocated`` and ``pending``."""
+
+    allocated: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    pending: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+def dra_usage(objects: DraObjects, pods: Iterable[Mapping[str, Any]]) -> DraUsage:
+    """Count the claims of ``objects`` against ``pods`` (all of the dump's pods, finished too).
+
+    Steps:
+    1. Index the pods: live uids; claims referenced by unbound Pending pods (Rule 1).
+    2. Read the devices of each pool's highest generation (:func:`slice_devices`).
+    3. For each claim, in name order, decide its state (:func:`claim_state`); for a counted
+       claim add its :func:`class_devices` (Rule 2) and its GPU-equivalents (Rule 3: the
+       allocated devices, or the pending whole-GPU requests; 0 for an extended-resource claim)
+       to its namespace's ``allocated`` or ``pending``. ``nvidia.com/gpu`` appears only when
+       the namespace's claims add more than 0.
+
+    Invariants: each claim counts at most once; deterministic for the same input.
+    """
+    index = _index_pods(pods)
+    devices = slice_devices(objects.slices)
+    out: dict[str, dict[str, Resources]] = {"allocated": {}, "pending": {}}
+    notes: list[str] = []
+    claims = sorted(
+        objects.claims,
+        key=lambda c: (
+            str((c.get("metadata") or {}).get("namespace") or ""),
+            str((c.get("metadata") or {}).get("name") or ""),
+        ),
+    )
+    for claim in claims:
+        state = claim_state(claim, index.live_uids, index.pending_refs)
+        if state is None:
+            continue
+        namespace = (claim.get("metadata") or {}).get("namespace") or "default"
+        into = out[state].setdefault(namespace, {})
+        for device_class, n in class_devices(claim).items():
+            name = class_resource(device_class)
+            into[name] = into.get(name, Decimal(0)) + n
+        if _is_extended_resource_claim(claim):
+            continue  # Rule 3c: already the pod's nvidia.com/gpu request
+        gpus = (
+            _allocated_gpus(claim, devices, notes) if state == "allocated" else _pending_gpus(claim)
+        )
+        if gpus:
+            into[GPU] = into.get(GPU, Decimal(0)) + gpus
+    return DraUsage(allocated=out["allocated"], pending=out["pending"], notes=tuple(notes))
+
+
+def _plus(base: Mapping[str, Decimal], extra: Mapping[str, Decimal] | None) -> dict[str, Decimal]:
+    total = dict(base)
+    for name, amount in (extra or {}).items():
+        total[name] = total[name] + amount if name in total else amount
+    return total
+
+
+def add_dra_usage(
+    usage: ClusterUsage, dra: DraUsage, namespace_teams: Mapping[str, str]
+) -> ClusterUsage:
+    """``usage`` with ``dra`` added to its namespaces and teams (and its notes).
+
+    Capacity, flavors, per-flavor sums, pod counts and workloads are unchanged: DRA devices are
+    not attributed to a node flavor in this version.
+    """
+    names = sorted(set(usage.namespaces) | set(dra.allocated) | set(dra.pending))
+    namespaces: dict[str, NamespaceUsage] = {}
+    teams: dict[str, dict[str, Resources]] = {}
+    for name in names:
+        before = usage.namespaces.get(name)
+        team = before.team if before else namespace_teams.get(name, UNASSIGNED)
+        ns = NamespaceUsage(
+            team,
+            _plus(before.allocated if before else {}, dra.allocated.get(name)),
+            _plus(before.pending if before else {}, dra.pending.get(name)),
+        )
+        namespaces[name] = ns
+        sums = teams.setdefault(team, {"allocated": {}, "pending": {}})
+        sums["allocated"] = _plus(sums["allocated"], ns.allocated)
+        sums["pending"] = _plus(sums["pending"], ns.pending)
+    return replace(
+        usage,
+        namespaces=namespaces,
+        teams={
+            slug: TeamUsage(teams[slug]["allocated"], teams[slug]["pending"])
+            for slug in sorted(teams)
+        },
+        notes=(*usage.notes, *dra.notes),
+    )
