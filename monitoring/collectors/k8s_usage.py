@@ -22,7 +22,11 @@ Two sources, same result (:class:`monitoring.domain.aggregate.ClusterUsage`):
   (the demo mode, ``FAIRSHARE_CLUSTER=snapshot:PATH``); the workload kinds are optional. When the
   dump also holds ``resource.k8s.io`` objects (ResourceClaims, ResourceSlices, DeviceClasses), the
   claims' GPU-equivalents and device-class counts are added (:mod:`monitoring.domain.dra`).
-  :func:`collect` does not LIST the DRA kinds yet.
+  :func:`collect` LISTs the same kinds (``resource.k8s.io/v1`` ResourceClaims, ResourceSlices,
+  DeviceClasses; paginated, from the cache) before the pods and adds them the same way
+  (``dra.add_dra_usage``), so the same objects give the same usage. A cluster that does not
+  serve ``resource.k8s.io/v1`` (404: before Kubernetes 1.34, or the group disabled) or forbids
+  listing it (403: an older ClusterRole) is collected without DRA, with one note saying so.
 
 Quantities are parsed with ``kubernetes.utils.parse_quantity`` (exact Decimals).
 
@@ -43,7 +47,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from kube.apply import call_with_retry
-from kube.errors import K8sNotFound
+from kube.errors import K8sNotFound, K8sPermanent
 from kube.observe import MANAGED_SELECTOR, list_raw
 from monitoring.domain import dra, snapshot_clock
 from monitoring.domain.aggregate import ClusterUsage, aggregate, parse_list_dump
@@ -57,6 +61,17 @@ LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 PODGROUPS_PATH = "/apis/scheduling.volcano.sh/v1beta1/podgroups"
 VOLCANO_JOBS_PATH = "/apis/batch.volcano.sh/v1alpha1/jobs"
 EVENTS_PATH = "/api/v1/events"
+RESOURCECLAIMS_PATH = "/apis/resource.k8s.io/v1/resourceclaims"
+RESOURCESLICES_PATH = "/apis/resource.k8s.io/v1/resourceslices"
+DEVICECLASSES_PATH = "/apis/resource.k8s.io/v1/deviceclasses"
+# (stats key, path) of the Dynamic Resource Allocation kinds; ResourceClaimTemplates are not
+# needed for counting (a generated claim is found through the pod's status).
+DRA_KINDS = (
+    ("resourceclaims", RESOURCECLAIMS_PATH),
+    ("resourceslices", RESOURCESLICES_PATH),
+    ("deviceclasses", DEVICECLASSES_PATH),
+)
+DRA_WHAT = "Dynamic Resource Allocation (resource.k8s.io/v1)"
 WARNINGS = "type=Warning"
 DEFAULT_PAGE_SIZE = 500
 # (stats key, path, extra params, WorkloadCollector method, what a 404 means)
@@ -94,6 +109,62 @@ def _counted(items: Iterator[dict[str, Any]], stats: Stats, key: str) -> Iterato
         yield item
 
 
+def _list_dra(
+    api_client: Any, params: Mapping[str, str], page_size: int, counts: Stats, notes: list[str]
+) -> dra.DraObjects | None:
+    """LIST the DRA kinds; None when the cluster has none of them, does not serve the group
+    (404) or does not let Fairshare list it (403): then one note says which."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    missing: dict[str, str] = {}
+    for key, path in DRA_KINDS:
+        try:
+            found[key] = list(list_raw(api_client, path, page_size=page_size, params=dict(params)))
+        except K8sNotFound:
+            missing[key] = "not served by the cluster"
+        except K8sPermanent as e:
+            if e.status != 403:
+                raise
+            missing[key] = "not listable (403 Forbidden: check the ClusterRole)"
+    if missing:
+        why = "; ".join(sorted(set(missing.values())))
+        notes.append(f"{DRA_WHAT} {why}: claims not counted")
+        logger.info("collector: %s %s; DRA skipped", DRA_WHAT, why)
+        return None
+    for key, items in found.items():
+        counts[key] = len(items)
+    if not any(found.values()):
+        return None
+    return dra.DraObjects(
+        claims=tuple(found["resourceclaims"]),
+        slices=tuple(found["resourceslices"]),
+        classes=tuple(found["deviceclasses"]),
+    )
+
+
+def _dra_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``dra.dra_usage`` reads of a pod (uid, phase, node, claim references)."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    return {
+        "metadata": {"uid": metadata.get("uid"), "namespace": metadata.get("namespace")},
+        "spec": {
+            "nodeName": spec.get("nodeName"),
+            "resourceClaims": spec.get("resourceClaims"),
+        },
+        "status": {
+            "phase": status.get("phase"),
+            "resourceClaimStatuses": status.get("resourceClaimStatuses"),
+        },
+    }
+
+
+def _kept(items: Iterator[dict[str, Any]], into: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for item in items:
+        into.append(_dra_pod(item))
+        yield item
+
+
 def collect(
     api_client: Any,
     namespace_teams: Mapping[str, str],
@@ -106,7 +177,8 @@ def collect(
     """Observe the cluster once and return its aggregate.
 
     ``namespace_teams`` maps namespace → team slug (others are ``unassigned``). ``stats``, if
-    given, receives ``nodes`` and ``pods`` (objects read, from the successful attempt).
+    given, receives ``nodes`` and ``pods`` (objects read, from the successful attempt), and
+    ``resourceclaims``, ``resourceslices``, ``deviceclasses`` when the cluster has DRA objects.
     ``kueue``: also list Kueue's Workloads (the Kueue backend).
     Raises ``kube.errors.K8sError`` subclasses when the API keeps failing.
     """
@@ -129,20 +201,34 @@ def collect(
             except K8sNotFound:
                 workloads.notes.append(f"{what} not served by the cluster: skipped")
                 logger.info("collector: %s not served (404); skipped", what)
+        dra_counts: dict[str, int] = {}
+        dra_objects = _list_dra(api_client, params, page_size, dra_counts, workloads.notes)
         nodes = list_raw(api_client, NODES_PATH, page_size=page_size, params=params)
-        pods = list_raw(
-            api_client,
-            PODS_PATH,
-            page_size=page_size,
-            params={**params, "fieldSelector": LIVE_PODS},
+        pods = _counted(
+            list_raw(
+                api_client,
+                PODS_PATH,
+                page_size=page_size,
+                params={**params, "fieldSelector": LIVE_PODS},
+            ),
+            counts,
+            "pods",
         )
+        # With claims to count, keep what dra_usage reads of each pod (finished pods are
+        # filtered server-side; dra_usage ignores them anyway, so the result is the snapshot's).
+        dra_pods: list[dict[str, Any]] = []
+        if dra_objects is not None and dra_objects.claims:
+            pods = _kept(pods, dra_pods)
         usage = aggregate(
             _counted(nodes, counts, "nodes"),
-            _counted(pods, counts, "pods"),
+            pods,
             namespace_teams,
             parse_quantity=parse_quantity,
             workloads=workloads,
         )
+        if dra_objects is not None:
+            counts.update(dra_counts)
+            usage = dra.add_dra_usage(usage, dra.dra_usage(dra_objects, dra_pods), namespace_teams)
         if kueue:
             statuses: dict[str, dict[str, Any]] = {}
             for kind, path in (("ClusterQueue", KUEUE_CLUSTER_QUEUES), ("Cohort", KUEUE_COHORTS)):

@@ -83,6 +83,14 @@ KINDS: tuple[Kind, ...] = (
         False,
         fields=("value", "globalDefault", "description", "preemptionPolicy"),
     ),
+    # Dynamic Resource Allocation, resource.k8s.io/v1 (GA in Kubernetes 1.34): scopes, fields and
+    # the ResourceClaim status subresource as kubernetes/kubernetes
+    # staging/src/k8s.io/api/resource/v1/types.go declares them (``ResourceClaim`` namespaced,
+    # spec + status; ``ResourceSlice`` and ``DeviceClass`` cluster-scoped, spec only). Served
+    # without validation: the usage collector only LISTs them.
+    Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True, status_subresource=True),
+    Kind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False, fields=("spec",)),
+    Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False, fields=("spec",)),
     Kind(
         "Queue",
         "scheduling.volcano.sh",

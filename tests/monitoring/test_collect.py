@@ -88,13 +88,16 @@ def test_it_collects_nodes_and_live_pods_page_by_page(small_cluster):
     )
 
     # 5 nodes in pages of 2 → 3 LISTs; 9 live pods (2 finished ones filtered server-side) → 5;
-    # one (empty) LIST each of the workload kinds.
+    # one (empty) LIST each of the workload kinds and of the DRA kinds.
     assert small_cluster.counts == {
         ("list", "Node"): 3,
         ("list", "Pod"): 5,
         ("list", "Job"): 1,
         ("list", "PodGroup"): 1,
         ("list", "Event"): 1,
+        ("list", "ResourceClaim"): 1,
+        ("list", "ResourceSlice"): 1,
+        ("list", "DeviceClass"): 1,
     }
     assert small_cluster.writes() == 0
     assert stats == {"nodes": 5, "pods": 9, "podgroups": 0, "vcjobs": 0, "events": 0}

@@ -58,6 +58,8 @@ def test_the_cluster_role_grants_exactly_what_fairshare_needs(documents):
         expand("", ["pods", "nodes"], ["list"])
         # The workload collector: quota refusals are Warning events (list, nothing more).
         | expand("", ["events"], ["list"])
+        # The usage collector: Dynamic Resource Allocation objects (list, nothing more).
+        | expand("resource.k8s.io", ["resourceclaims", "resourceslices", "deviceclasses"], ["list"])
         | expand("", ["namespaces", "resourcequotas", "limitranges"], MANAGE)
         | expand("rbac.authorization.k8s.io", ["roles", "rolebindings"], MANAGE)
         | expand("scheduling.k8s.io", ["priorityclasses"], MANAGE)
