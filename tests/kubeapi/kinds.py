@@ -86,8 +86,10 @@ KINDS: tuple[Kind, ...] = (
     # Dynamic Resource Allocation, resource.k8s.io/v1 (GA in Kubernetes 1.34): scopes, fields and
     # the ResourceClaim status subresource as kubernetes/kubernetes
     # staging/src/k8s.io/api/resource/v1/types.go declares them (``ResourceClaim`` namespaced,
-    # spec + status; ``ResourceSlice`` and ``DeviceClass`` cluster-scoped, spec only). Served
-    # without validation: the usage collector only LISTs them.
+    # spec + status; ``ResourceSlice`` and ``DeviceClass`` cluster-scoped, spec only). Slices
+    # and classes are served without validation (the usage collector only LISTs them); a
+    # ResourceClaim is validated as far as ResourceQuota reads it and charged against the
+    # namespace's quotas on create (``claimquota.py``).
     Kind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True, status_subresource=True),
     Kind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False, fields=("spec",)),
     Kind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False, fields=("spec",)),

@@ -39,6 +39,9 @@ What it imitates, with the upstream source (each function names its own):
   (``webhook_cache_lag``), the queue controller parents and opens a Queue after the write
   (``controller_delay``, ``controller_step()``); what the scheduler's capacity plugin does with
   PodGroups in missing or non-leaf queues (``scheduler_blocked()``, ``stranded_podgroups()``);
+* ResourceQuota admission for ResourceClaims (``claimquota.py``): the claim evaluator's
+  ``count/resourceclaims.resource.k8s.io`` and ``<class>.deviceclass.resource.k8s.io/devices``
+  charge, refused with ``exceeded quota: ...`` (403) on CREATE; pods are not charged;
 * DELETE with DeleteOptions in the body (``dryRun``, ``preconditions``, ``propagationPolicy``),
   NamespaceLifecycle's immortal namespaces;
 * a cluster without Volcano's CRDs (``uninstall()``): 404 for the group's paths;
@@ -94,7 +97,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from . import defaults, kueue, openapi, validation, volcano
+from . import claimquota, defaults, kueue, openapi, validation, volcano
 from .kinds import BY_KIND, BY_PATH, KINDS, Kind, lookup
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
 from .store import FieldPath, Store, now
@@ -1778,8 +1781,27 @@ class FakeKubeApi:
                     f'{kind.resource} "{meta["name"]}" already exists',
                     details=_details(kind, meta["name"]),
                 )
+            if kind.kind == "ResourceClaim":
+                self._admit_claim_quota(kind, ns, obj)
             owners = self._take_ownership({}, self._manager(query, h), None, obj)
             return self._store(kind, obj, owners, dry_run, new=True)
+
+    def _admit_claim_quota(self, kind: Kind, ns: str, obj: dict) -> None:
+        """The ResourceQuota admission plugin for a ResourceClaim CREATE (``claimquota.py``);
+        the caller holds the store lock, so the check and the write see one state."""
+        bucket = self.store.items
+        quotas = [q for (qns, _), q in sorted(bucket["ResourceQuota"].items()) if qns == ns]
+        claims = [c for (cns, _), c in bucket["ResourceClaim"].items() if cns == ns]
+        refusal = claimquota.check_create(obj, quotas, claims)
+        if refusal is not None:
+            name = obj["metadata"]["name"]
+            # admission.NewForbidden → errors.NewForbidden: 403 "<resource> "<name>" is forbidden"
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'{kind.resource} "{name}" is forbidden: {refusal}',
+                details=_details(kind, name),
+            )
 
     def _store(self, kind: Kind, obj: dict, owners: dict, dry_run: bool, *, new: bool) -> dict:
         meta = obj["metadata"]
@@ -2014,6 +2036,8 @@ class FakeKubeApi:
                 self._server_fields(kind, new, None)
                 self._validate(kind, new, None, query)
                 self._check_namespace(kind, ns, new)
+                if kind.kind == "ResourceClaim":
+                    self._admit_claim_quota(kind, ns, new)
                 owners = {
                     manager: {"operation": "Apply", "time": now(), "fields": set(applied_fields)}
                 }

@@ -232,7 +232,11 @@ def quota_resource_causes(field: str, name: str, *, strict: bool) -> list[Cause]
         ):
             return [invalid(field, name, "must be a standard resource for quota")]
         return []
-    prefixed = name.startswith(("requests.", "limits.", "count/"))
+    # <class>.deviceclass.resource.k8s.io/devices is enforced as it is, by the ResourceClaim
+    # evaluator (pkg/quota/v1/evaluator/core/resource_claims.go V1ResourceByDeviceClass).
+    prefixed = name.startswith(("requests.", "limits.", "count/")) or name.endswith(
+        ".deviceclass.resource.k8s.io/devices"
+    )
     if strict and not prefixed and "kubernetes.io/" not in name:
         return [
             invalid(
@@ -369,6 +373,57 @@ def _resource_quota(obj: dict, *, strict_quota_names: bool, **_: Any) -> list[Ca
         field = f"spec.hard[{name}]"
         causes += quota_resource_causes(field, name, strict=strict_quota_names)
         causes += quantity_causes(field, value)
+    return causes
+
+
+_ALLOCATION_MODES = ["ExactCount", "All"]
+
+
+def _device_request(field: str, request: Any) -> list[Cause]:
+    """The fields of an ``exactly`` request or ``firstAvailable`` subrequest that quota reads
+    (pkg/apis/resource/validation/validation.go ``validateDeviceClass``/``validateCount``)."""
+    if not isinstance(request, dict):
+        return [invalid(field, request, "must be an object")]
+    causes = []
+    if not request.get("deviceClassName"):
+        causes.append(required(f"{field}.deviceClassName"))
+    mode = request.get("allocationMode") or "ExactCount"
+    count = request.get("count")
+    if mode not in _ALLOCATION_MODES:
+        causes.append(unsupported(f"{field}.allocationMode", mode, _ALLOCATION_MODES))
+    elif mode == "ExactCount" and count is not None:
+        if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+            causes.append(invalid(f"{field}.count", count, "must be greater than zero"))
+    elif mode == "All" and count is not None:
+        causes.append(invalid(f"{field}.count", count, "must not be specified for All"))
+    return causes
+
+
+def _resource_claim(obj: dict, **_: Any) -> list[Cause]:
+    """A ResourceClaim, only as far as ResourceQuota reads it: each of
+    ``spec.devices.requests`` has one of ``exactly`` or ``firstAvailable`` (upstream
+    ``validateDeviceRequest``), with a device class and a valid count."""
+    requests = ((obj.get("spec") or {}).get("devices") or {}).get("requests") or []
+    if not isinstance(requests, list):
+        return [invalid("spec.devices.requests", requests, "must be a list")]
+    causes: list[Cause] = []
+    for i, request in enumerate(requests):
+        base = f"spec.devices.requests[{i}]"
+        if not isinstance(request, dict):
+            causes.append(invalid(base, request, "must be an object"))
+            continue
+        exactly, first = request.get("exactly"), request.get("firstAvailable")
+        if bool(exactly) == bool(first):
+            causes.append(
+                required(base, "exactly one of `exactly` or `firstAvailable` is required")
+            )
+        elif exactly:
+            causes += _device_request(f"{base}.exactly", exactly)
+        elif not isinstance(first, list):
+            causes.append(invalid(f"{base}.firstAvailable", first, "must be a list"))
+        else:
+            for j, sub in enumerate(first):
+                causes += _device_request(f"{base}.firstAvailable[{j}]", sub)
     return causes
 
 
@@ -964,6 +1019,7 @@ _KIND_CHECKS = {
     **{kind: _kueue_check(filename) for kind, filename in KUEUE_CRDS.items()},
     "Namespace": _namespace,
     "ResourceQuota": _resource_quota,
+    "ResourceClaim": _resource_claim,
     "LimitRange": _limit_range,
     "Role": _rules,
     "ClusterRole": _rules,

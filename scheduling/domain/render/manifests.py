@@ -13,7 +13,9 @@ Per **managed namespace of an active team**:
   ``jobs/validate/admit_job.go``): the team's own Queue, or for a department its own-namespaces
   queue ``<department>.own`` (see below).
 * ``ResourceQuota fairshare`` — ``requests.<resource>`` for every quota entry (``requests.cpu``,
-  ``requests.memory``, ``requests.nvidia.com/gpu``, ...); ``limits.cpu`` / ``limits.memory`` equal
+  ``requests.memory``, ``requests.nvidia.com/gpu``, ...; a DRA device count
+  ``<class>.deviceclass.resource.k8s.io/devices`` keeps its name, as the ResourceClaim quota
+  evaluator charges it); ``limits.cpu`` / ``limits.memory`` equal
   to the request amounts only when the namespace's LimitSpec sets ``quota_limits``. Never
   ``limits.<extended>``: Kubernetes only enforces the ``requests.`` prefix for extended resources.
   Rendered even when the quota is empty, so the set of objects depends on namespaces only.
@@ -174,16 +176,31 @@ def queue(team: TeamSpec, amounts: QueueAmounts) -> Manifest:
         extra[LABEL_DEPARTMENT] = "true"
     obj = manifest("Queue", object_name("Queue", amounts.name), labels_for(team, extra))
     spec: dict[str, Any] = {"weight": team.weight, "reclaimable": team.reclaimable}
-    if amounts.capability:
-        spec["capability"] = quantities(amounts.capability)
-    if amounts.guarantee:
-        spec["guarantee"] = {"resource": quantities(amounts.guarantee)}
-    if amounts.deserved:
-        spec["deserved"] = quantities(amounts.deserved)
+    capability, guarantee, deserved = (
+        _no_device_classes(amounts.capability),
+        _no_device_classes(amounts.guarantee),
+        _no_device_classes(amounts.deserved),
+    )
+    if capability:
+        spec["capability"] = quantities(capability)
+    if guarantee:
+        spec["guarantee"] = {"resource": quantities(guarantee)}
+    if deserved:
+        spec["deserved"] = quantities(deserved)
     if amounts.parent:
         spec["parent"] = amounts.parent
     obj["spec"] = spec
     return obj
+
+
+def _no_device_classes(amounts):
+    """``amounts`` without DRA device-class counts: those are enforced by the namespaces'
+    ResourceQuota (``_quota_key``). A Queue names pod resources; Volcano's own DRA queue keys
+    (``deviceclass/<class>``) are not written yet (issue 34), and the ResourceQuota name is not
+    one Volcano reads."""
+    if not amounts:
+        return amounts
+    return {r: a for r, a in amounts.items() if not r.endswith(DEVICE_CLASS_SUFFIX)}
 
 
 def _namespace(ns: NamespaceSpec, team: TeamSpec, *, route: bool = True) -> Manifest:
@@ -199,12 +216,26 @@ def _namespace(ns: NamespaceSpec, team: TeamSpec, *, route: bool = True) -> Mani
     return obj
 
 
+# A DRA device count's quota name is the resource name itself: kubernetes
+# pkg/quota/v1/evaluator/core/resource_claims.go V1ResourceByDeviceClass (class +
+# corev1.ResourceClaimsPerClass), charged by the ResourceClaim evaluator, never ``requests.``.
+DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+
+
+def _quota_key(resource: str) -> str:
+    """The ResourceQuota ``hard`` key of a quota entry: ``requests.<r>``, or a DRA device
+    class's ``<class>.deviceclass.resource.k8s.io/devices`` as it is."""
+    return resource if resource.endswith(DEVICE_CLASS_SUFFIX) else f"requests.{resource}"
+
+
 def _resource_quota(ns: NamespaceSpec, team: TeamSpec) -> Manifest:
-    """ResourceQuota: ``requests.<r>`` for every entry, ``limits.cpu|memory`` only on request.
+    """ResourceQuota: ``requests.<r>`` for every entry (a DRA device class's
+    ``<class>.deviceclass.resource.k8s.io/devices`` unprefixed), ``limits.cpu|memory`` only on
+    request.
 
     Invariant: no ``limits.`` key other than ``limits.cpu`` and ``limits.memory``, ever.
     """
-    hard = quantities(ns.quota, key=lambda r: f"requests.{r}")
+    hard = quantities(ns.quota, key=_quota_key)
     if ns.limits is not None and ns.limits.quota_limits:
         for resource in _QUOTA_LIMIT_RESOURCES:
             if resource in ns.quota:
