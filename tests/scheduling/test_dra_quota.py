@@ -160,3 +160,29 @@ def test_a_device_class_quota_stays_out_of_the_fair_share_problem(cast):
         assert GPU_DEVICES not in tenant.demand
         assert GPU_DEVICES not in tenant.guarantee
         assert GPU_DEVICES not in (tenant.limit or {})
+
+
+def test_with_kueue_the_quota_is_the_resourcequotas_and_no_clusterqueue_covers_it(
+    cast, cluster, settings
+):
+    # Kueue covers the resources the cluster reports (docs/kueue.md); a device class is enforced
+    # by the namespaces' ResourceQuota, as with Volcano (Kueue's deviceClassMappings: issue 34).
+    settings.FAIRSHARE_SCHEDULER = "kueue"
+    TeamQuota.objects.create(
+        team=cast.team_a, resource=GPU_DEVICES, guarantee=Decimal(0), limit=Decimal(2)
+    )
+    run = run_sync(create_run(dry_run=False).pk)
+    run.refresh_from_db()
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    hard = cluster.get("ResourceQuota", "fairshare", NAMESPACE)["spec"]["hard"]
+    assert hard[GPU_DEVICES] == "2"
+    queues = cluster.objects("ClusterQueue")
+    assert queues
+    for cq in queues:
+        names = {
+            resource["name"]
+            for group in cq["spec"]["resourceGroups"]
+            for flavor in group["flavors"]
+            for resource in flavor["resources"]
+        }
+        assert GPU_DEVICES not in names, cq["metadata"]["name"]

@@ -28,6 +28,23 @@ from scheduling.domain.types import TeamSpec
 
 from .labels import OWN_QUEUE_SUFFIX
 
+# A DRA device count's quota name is the resource name itself: kubernetes
+# pkg/quota/v1/evaluator/core/resource_claims.go V1ResourceByDeviceClass (class +
+# corev1.ResourceClaimsPerClass), charged by the ResourceClaim evaluator, never ``requests.``.
+# The namespaces' ResourceQuota enforces it; no queue carries it (Volcano's ``deviceclass/<class>``
+# keys and Kueue's ``deviceClassMappings`` are not written yet: issue 34).
+DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+
+
+def _queue_resources(amounts: Mapping[str, object]) -> dict[str, Decimal]:
+    """``amounts`` as a queue carries them: without DRA device-class counts."""
+    return {
+        r: Decimal(v)
+        for r, v in amounts.items()
+        if v is not None and not r.endswith(DEVICE_CLASS_SUFFIX)
+    }
+
+
 __all__ = ["QueueAmounts", "deserved_amounts", "queue_amounts"]
 
 # Amounts per Queue name, per resource.
@@ -203,9 +220,9 @@ def _guarantees(teams: Mapping[str, TeamSpec], tree: _Tree) -> tuple[_ByQueue, _
         if name in own:
             return
         team = teams[name]
-        capability[name] = {r: Decimal(v) for r, v in team.limit.items()}
+        capability[name] = _queue_resources(team.limit)
         fair[name] = {r: Decimal(v) for r, v in team.deserved.items()}
-        mine = {r: Decimal(v) for r, v in team.guarantee.items()}
+        mine = _queue_resources(team.guarantee)
         teams_sum = _sum(guarantee[c] for c in children[name] if c not in own)
         derived = {
             r: max(mine.get(r, Decimal(0)), teams_sum.get(r, Decimal(0)))

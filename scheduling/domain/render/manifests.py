@@ -73,7 +73,7 @@ from scheduling.domain.types import (
     TierSpec,
 )
 
-from .amounts import QueueAmounts
+from .amounts import DEVICE_CLASS_SUFFIX, QueueAmounts
 from .keys import leaf_queue_name, object_name
 from .labels import (
     ANNOTATION_ADOPTED,
@@ -176,31 +176,16 @@ def queue(team: TeamSpec, amounts: QueueAmounts) -> Manifest:
         extra[LABEL_DEPARTMENT] = "true"
     obj = manifest("Queue", object_name("Queue", amounts.name), labels_for(team, extra))
     spec: dict[str, Any] = {"weight": team.weight, "reclaimable": team.reclaimable}
-    capability, guarantee, deserved = (
-        _no_device_classes(amounts.capability),
-        _no_device_classes(amounts.guarantee),
-        _no_device_classes(amounts.deserved),
-    )
-    if capability:
-        spec["capability"] = quantities(capability)
-    if guarantee:
-        spec["guarantee"] = {"resource": quantities(guarantee)}
-    if deserved:
-        spec["deserved"] = quantities(deserved)
+    if amounts.capability:
+        spec["capability"] = quantities(amounts.capability)
+    if amounts.guarantee:
+        spec["guarantee"] = {"resource": quantities(amounts.guarantee)}
+    if amounts.deserved:
+        spec["deserved"] = quantities(amounts.deserved)
     if amounts.parent:
         spec["parent"] = amounts.parent
     obj["spec"] = spec
     return obj
-
-
-def _no_device_classes(amounts):
-    """``amounts`` without DRA device-class counts: those are enforced by the namespaces'
-    ResourceQuota (``_quota_key``). A Queue names pod resources; Volcano's own DRA queue keys
-    (``deviceclass/<class>``) are not written yet (issue 34), and the ResourceQuota name is not
-    one Volcano reads."""
-    if not amounts:
-        return amounts
-    return {r: a for r, a in amounts.items() if not r.endswith(DEVICE_CLASS_SUFFIX)}
 
 
 def _namespace(ns: NamespaceSpec, team: TeamSpec, *, route: bool = True) -> Manifest:
@@ -214,12 +199,6 @@ def _namespace(ns: NamespaceSpec, team: TeamSpec, *, route: bool = True) -> Mani
     if annotations:
         obj["metadata"]["annotations"] = annotations
     return obj
-
-
-# A DRA device count's quota name is the resource name itself: kubernetes
-# pkg/quota/v1/evaluator/core/resource_claims.go V1ResourceByDeviceClass (class +
-# corev1.ResourceClaimsPerClass), charged by the ResourceClaim evaluator, never ``requests.``.
-DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 
 
 def _quota_key(resource: str) -> str:
