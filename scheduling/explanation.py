@@ -161,16 +161,20 @@ def explanations(
     groups: dict[str | None, list[str]] = {}
     for slug, team in problem.teams.items():
         groups.setdefault(team.parent, []).append(slug)
+    # Per sibling group, once: Σ of its members' guarantee parts and of their weights.
+    group_guarantee: dict[str | None, Amounts] = {}
+    group_weight: dict[str | None, float] = {}
+    for parent, members in groups.items():
+        total: Amounts = {}
+        for member in members:
+            member_plain = plain_shares[member].fair_allocation
+            for r, g in guarantees.get(member, {}).items():
+                total[r] = total.get(r, Decimal(0)) + min(g, member_plain.get(r, Decimal(0)))
+        group_guarantee[parent] = total
+        group_weight[parent] = float(sum(problem.teams[m].weight for m in members))
     result = {}
     for slug, team in problem.teams.items():
         plain = plain_shares[slug].fair_allocation
-        siblings = groups[team.parent]
-        siblings_guarantee: Amounts = {}
-        for sibling in siblings:
-            sibling_plain = plain_shares[sibling].fair_allocation
-            for r, g in guarantees.get(sibling, {}).items():
-                part = min(g, sibling_plain.get(r, Decimal(0)))
-                siblings_guarantee[r] = siblings_guarantee.get(r, Decimal(0)) + part
         demand = problem.subtree_sum(slug, problem.demand)
         ceiling: dict[str, Decimal | None] = {}
         for r in problem.capacity_amounts:
@@ -183,13 +187,13 @@ def explanations(
             guarantee=guarantees.get(slug, {}),
             ceiling=ceiling,
             weight=float(team.weight),
-            siblings_weight=float(sum(problem.teams[s].weight for s in siblings)),
+            siblings_weight=group_weight[team.parent],
             pool=(
                 dict(problem.capacity_amounts)
                 if team.parent is None
                 else dict(plain_shares[team.parent].fair_allocation)
             ),
-            siblings_guarantee=siblings_guarantee,
+            siblings_guarantee=group_guarantee[team.parent],
             parent_keeps={} if team.parent is None else dict(plain_own.get(team.parent, {})),
         )
         entries = []

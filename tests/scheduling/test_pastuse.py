@@ -404,3 +404,24 @@ def test_the_command_shows_the_state_and_rebuild_picks_up_a_rerolled_past_window
     assert PastUsageState.objects.get().usage[str(heavy.pk)]["cpu"] > before
     with pytest.raises(CommandError, match="--half-life"):
         call_command("past_usage", "--half-life", "soon")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_changing_the_setting_recomputes_and_syncs_every_team_after_commit(admin_user):
+    from quotas.signals import quota_changed
+
+    received = []
+
+    def listener(sender, **kwargs):
+        received.append((sender.__name__, kwargs.get("team_ids"), kwargs.get("reason")))
+
+    quota_changed.connect(listener)
+    try:
+        pastuse_io.set_fairness(actor=admin_user, half_life="7d", strength="0.5")
+        with pytest.raises(ValidationError):
+            pastuse_io.set_fairness(actor=admin_user, half_life="7 days", strength="0.5")
+    finally:
+        quota_changed.disconnect(listener)
+    # Once, for every team (team_ids None: a full sync after the recompute); the refusal
+    # sent nothing.
+    assert received == [("FairnessSetting", None, "fairness-setting")]
