@@ -20,7 +20,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Max, Min
+from django.db.models import Min
 from django.utils import timezone
 
 from config.env import parse_duration
@@ -264,10 +264,6 @@ def fold(*, now: datetime | None = None, half_life: int | None = None) -> PastUs
         state.through = through
         state.save()
         return state
-
-
-def latest_rollup_hour() -> datetime | None:
-    return UsageRollup.objects.filter(period=RollupPeriod.HOUR).aggregate(t=Max("start"))["t"]
 
 
 # --------------------------------------------------------------------------- reading
