@@ -22,6 +22,7 @@ effect
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
@@ -29,6 +30,10 @@ from kubernetes import client as k8s_client
 
 from .client import request_json
 from .errors import K8sNotFound, K8sPermanent
+
+# kubernetes pkg/quota/v1/evaluator/core/resource_claims.go — V1ResourceByDeviceClass: a device
+# class's device count, the name Fairshare's quota and the ClusterQueues use for it.
+DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 
 __all__ = [
     "CONFIG_KEY",
@@ -40,6 +45,8 @@ __all__ = [
 
 CONFIG_KEY = "volcano-scheduler.conf"
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
+# volcano pkg/scheduler/plugins/capacity/capacity.go — DynamicResourceAllocationEnable.
+DRA_ENABLE_ARGUMENT = "capacity.DynamicResourceAllocationEnable"
 
 
 def read_scheduler_config(
@@ -62,14 +69,23 @@ def read_scheduler_config(
     return text if isinstance(text, str) else None
 
 
-def kueue_config_warnings(text: str) -> list[str]:
+def kueue_config_warnings(text: str, *, device_classes: Iterable[str] = ()) -> list[str]:
     """What is wrong with Kueue's Configuration ``text`` for Fairshare (empty: nothing).
 
     1. unparseable → one warning saying so;
     2. no ``fairSharing`` → fair sharing is off: the teams' weights do nothing and borrowing is
        first come, first served (the silently-off configuration of kueue#11134);
     3. ``resources.quotaCheckStrategy`` other than the default ``BlockUndeclared`` is fine
-       (Fairshare covers every resource either way) and not reported.
+       (Fairshare covers every resource either way) and not reported;
+    4. for each DRA DeviceClass of ``device_classes`` (those some team has quota on), the
+       Configuration must map it to ``<class>.deviceclass.resource.k8s.io/devices``, the name
+       the ClusterQueues cover: ``resources.deviceClassMappings[].{name, deviceClassNames}``
+       (kueue apis/config/v1beta2/configuration_types.go — ``DeviceClassMapping``). Unmapped, a
+       workload whose ResourceClaimTemplate names the class is inadmissible ("DeviceClass … is
+       not mapped in DRA configuration", kueue pkg/dra/claims.go —
+       ``GetResourceRequestsForResourceClaimTemplates``); mapped to another name, it asks for a
+       resource no ClusterQueue covers (inadmissible under ``BlockUndeclared``). Kueue reads the
+       mappings once, at start: a changed mapping needs a restart of its manager.
     """
     try:
         config = yaml.safe_load(text)
@@ -84,7 +100,40 @@ def kueue_config_warnings(text: str) -> list[str]:
             "Cohorts' fairSharing.weight (the teams' weights) have no effect and borrowing is "
             "first come, first served; see deploy/kueue/helm-values.yaml"
         )
+    mapped = _device_class_mappings(config)
+    for device_class in sorted(set(device_classes)):
+        wanted = device_class + DEVICE_CLASS_SUFFIX
+        name = mapped.get(device_class)
+        if name is None:
+            warnings.append(
+                f"DeviceClass {device_class} has no resources.deviceClassMappings entry, so "
+                "Kueue does not admit workloads whose ResourceClaimTemplates name it; map it "
+                f"to {wanted} (see deploy/kueue/helm-values.yaml: not for a class with an "
+                "extendedResourceName, whose pod requests Kueue would then charge under that "
+                "name) and restart Kueue"
+            )
+        elif name != wanted:
+            warnings.append(
+                f"DeviceClass {device_class} is mapped to {name}, which no ClusterQueue covers "
+                f"(Fairshare's quota for it is {wanted}), so Kueue does not admit workloads "
+                f"that claim it; map it to {wanted} and restart Kueue"
+            )
     return warnings
+
+
+def _device_class_mappings(config: Mapping[str, Any]) -> dict[str, str]:
+    """``{device class: mapped resource name}`` of a Kueue Configuration (first mapping wins,
+    as a class may appear in one mapping only: kueue pkg/config/validation.go —
+    ``validateDeviceClassMappings``)."""
+    resources = config.get("resources")
+    mappings = resources.get("deviceClassMappings") if isinstance(resources, dict) else None
+    out: dict[str, str] = {}
+    for mapping in mappings if isinstance(mappings, list) else ():
+        if not isinstance(mapping, dict):
+            continue
+        for device_class in mapping.get("deviceClassNames") or ():
+            out.setdefault(str(device_class), str(mapping.get("name")))
+    return out
 
 
 def _plugins(config: Any) -> list[dict[str, Any]]:
@@ -96,7 +145,9 @@ def _plugins(config: Any) -> list[dict[str, Any]]:
     return plugins
 
 
-def scheduler_config_warnings(text: str, *, hierarchy: bool = False) -> list[str]:
+def scheduler_config_warnings(
+    text: str, *, hierarchy: bool = False, device_classes: bool = False
+) -> list[str]:
     """What is wrong with ``text`` for Fairshare (empty: nothing).
 
     1. unparseable → one warning saying so;
@@ -106,7 +157,11 @@ def scheduler_config_warnings(text: str, *, hierarchy: bool = False) -> list[str
        documents them as alternatives);
     4. departments (``hierarchy``) but ``capacity`` without ``enableHierarchy: true`` → the
        department Queues are ignored (``enabledHierarchy``, the Go field's name, is not the
-       YAML key and is ignored by Volcano: said so).
+       YAML key and is ignored by Volcano: said so);
+    5. Queues with DRA device-class counts (``device_classes``, ``deviceclass/<class>`` keys) but
+       the capacity plugin's argument ``capacity.DynamicResourceAllocationEnable: false`` → the
+       counts are not enforced (its default is Kubernetes' DynamicResourceAllocation gate, on
+       since 1.34: volcano pkg/scheduler/plugins/capacity/capacity.go — ``New``).
     """
     try:
         config = yaml.safe_load(text)
@@ -138,4 +193,14 @@ def scheduler_config_warnings(text: str, *, hierarchy: bool = False) -> list[str
             "the capacity plugin runs without enableHierarchy: true, so department Queues "
             f"(spec.parent) are ignored{hint}"
         )
+    arguments = (capacity or {}).get("arguments") or {}
+    if device_classes and capacity is not None and isinstance(arguments, dict):
+        value = arguments.get(DRA_ENABLE_ARGUMENT)
+        # framework/arguments.go GetBool: a bool, or a string strconv.ParseBool reads.
+        if value is False or value in ("0", "f", "F", "false", "FALSE", "False"):
+            warnings.append(
+                f"the capacity plugin runs with {DRA_ENABLE_ARGUMENT}: false, so the Queues' "
+                "deviceclass/<class> device counts (the teams' DRA quota) are not enforced by "
+                "Volcano; the namespaces' ResourceQuota still caps the claims"
+            )
     return warnings

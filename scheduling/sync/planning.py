@@ -36,6 +36,7 @@ from scheduling.domain.plan import (
     render_diff,
 )
 from scheduling.domain.render import CLUSTER_KINDS, LABEL_TEAM, QUEUE_KINDS
+from scheduling.domain.render.amounts import DEVICE_CLASS_SUFFIX, VOLCANO_DEVICE_CLASS_PREFIX
 from scheduling.exceptions import SyncError
 from scheduling.models import SyncRun
 from scheduling.sync.progress import Progress
@@ -224,7 +225,7 @@ def scheduler_notes(api_client: Any, desired: Sequence[Mapping[str, Any]]) -> li
     """Warnings about the live scheduler configuration of the configured backend (none when it
     is unreadable): Volcano's (:func:`_volcano_notes`) or Kueue's (:func:`_kueue_notes`)."""
     if current_backend().name == "kueue":
-        return _kueue_notes(api_client)
+        return _kueue_notes(api_client, desired)
     return _volcano_notes(api_client, desired)
 
 
@@ -238,15 +239,30 @@ def _config_text(api_client: Any, setting: str, default: str, key: str) -> tuple
         return where, None
 
 
-def _kueue_notes(api_client: Any) -> list[str]:
+def _covered_device_classes(desired: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The DRA DeviceClasses whose device counts the desired ClusterQueues cover."""
+    classes: set[str] = set()
+    for obj in desired:
+        if obj.get("kind") != "ClusterQueue":
+            continue
+        for group in (obj.get("spec") or {}).get("resourceGroups") or ():
+            for resource in group.get("coveredResources") or ():
+                if resource.endswith(DEVICE_CLASS_SUFFIX):
+                    classes.add(resource[: -len(DEVICE_CLASS_SUFFIX)])
+    return classes
+
+
+def _kueue_notes(api_client: Any, desired: Sequence[Mapping[str, Any]]) -> list[str]:
     """Kueue's Configuration (``FAIRSHARE_KUEUE_CONFIG``, default
-    ``kueue-system/kueue-manager-config``) without fair sharing makes the weights moot."""
+    ``kueue-system/kueue-manager-config``) without fair sharing makes the weights moot; without
+    a ``deviceClassMappings`` entry for a device class the ClusterQueues cover, workloads that
+    claim it are not admitted."""
     where, text = _config_text(
         api_client, "FAIRSHARE_KUEUE_CONFIG", "kueue-system/kueue-manager-config", KUEUE_CONFIG_KEY
     )
     if text is None:
         return []
-    warnings = kueue_config_warnings(text)
+    warnings = kueue_config_warnings(text, device_classes=_covered_device_classes(desired))
     for warning in warnings:
         log.warning("Kueue configuration %s: %s", where, warning)
     return [f"Warning: Kueue configuration {where}: {w}" for w in warnings]
@@ -271,7 +287,13 @@ def _volcano_notes(api_client: Any, desired: Sequence[Mapping[str, Any]]) -> lis
     hierarchy = any(
         obj.get("kind") == "Queue" and (obj.get("spec") or {}).get("parent") for obj in desired
     )
-    warnings = scheduler_config_warnings(text, hierarchy=hierarchy)
+    device_classes = any(
+        key.startswith(VOLCANO_DEVICE_CLASS_PREFIX)
+        for obj in desired
+        if obj.get("kind") == "Queue"
+        for key in (obj.get("spec") or {}).get("capability") or {}
+    )
+    warnings = scheduler_config_warnings(text, hierarchy=hierarchy, device_classes=device_classes)
     for warning in warnings:
         log.warning("Volcano scheduler configuration %s: %s", where, warning)
     return [f"Warning: Volcano scheduler configuration {where}: {w}" for w in warnings]

@@ -8,12 +8,16 @@ The ResourceQuota name of a device class's device count is the resource name its
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
+import yaml
 from django.core.exceptions import ValidationError
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
 
 from quotas.models import TeamQuota
 from quotas.quantities import validate_resource_name
@@ -90,15 +94,80 @@ def test_the_quota_is_rendered_unprefixed(synced):
     assert hard["requests.nvidia.com/gpu"] == "40"  # the other resources as before
 
 
-def test_the_teams_queue_names_no_device_class(synced):
-    # The device class is the namespaces' ResourceQuota's to enforce; Volcano's own DRA queue
-    # keys are not written yet (issue 34), and the quota name is not one Volcano reads.
-    queues = [q for q in synced.objects("Queue") if q["metadata"]["name"].endswith("team-a")]
-    assert len(queues) == 1, [q["metadata"]["name"] for q in synced.objects("Queue")]
-    spec = queues[0]["spec"]
-    for part in (spec.get("capability", {}), spec.get("guarantee", {}).get("resource", {})):
+def volcano_dra_counts(resources: dict) -> dict[str, int]:
+    """A port of Volcano's ``parseDRAResourceList`` (pkg/scheduler/plugins/capacity/capacity.go,
+    upstream ed72c7c): ``deviceclass/<class>`` keys are device counts (``quantity.Value()``);
+    ``<dim>.deviceclass/<class>`` are capacity dimensions (none here); nothing else is DRA."""
+    out = {}
+    for name, quantity in resources.items():
+        if ".deviceclass/" in name and name.index(".deviceclass/") > 0:
+            continue
+        if name.startswith("deviceclass/") and name != "deviceclass/":
+            out[name.removeprefix("deviceclass/")] = int(parse_quantity(quantity))
+    return out
+
+
+def queue_spec(kubeapi, name):
+    return kubeapi.get("Queue", name)["spec"]
+
+
+def test_the_teams_queue_carries_the_device_counts_volcano_reads(synced):
+    spec = queue_spec(synced, "team-a")
+    assert volcano_dra_counts(spec["capability"]) == {"gpu.nvidia.com": 2, "mig.nvidia.com": 1}
+    # The quota's own name is not one Volcano reads: it is not on the Queue.
+    for part in (spec.get("capability", {}), spec.get("deserved", {})):
         assert not any(key.endswith(".deviceclass.resource.k8s.io/devices") for key in part)
-    assert "nvidia.com/gpu" in spec.get("capability", {})
+    assert spec["capability"]["nvidia.com/gpu"] == "40"  # the other resources as before
+    # team-b has no device-class quota: its Queue names none (Volcano: no limit; its namespace's
+    # ResourceQuota has no device-class key either).
+    assert volcano_dra_counts(queue_spec(synced, "team-b").get("capability", {})) == {}
+
+
+def test_a_guaranteed_device_count_is_fitted_into_the_department_and_admitted(cast, cluster):
+    """Volcano's webhook wants Σ children's guarantee ≤ the parent's for every key, the
+    ``deviceclass/`` ones included (validate_queue.go ``validateSiblingsSum`` over
+    ``NewResource``, where the key is a scalar): the department's guarantee is derived."""
+    TeamQuota.objects.create(
+        team=cast.team_a, resource=GPU_DEVICES, guarantee=Decimal(1), limit=Decimal(2)
+    )
+    TeamQuota.objects.create(
+        team=cast.team_b, resource=GPU_DEVICES, guarantee=Decimal(2), limit=Decimal(3)
+    )
+    run = run_sync(create_run(dry_run=False).pk)
+    run.refresh_from_db()
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+
+    team_a, team_b = queue_spec(cluster, "team-a"), queue_spec(cluster, "team-b")
+    department = queue_spec(cluster, "dept-x")
+    assert volcano_dra_counts(team_a["guarantee"]["resource"]) == {"gpu.nvidia.com": 1}
+    assert volcano_dra_counts(team_a["deserved"]) == {"gpu.nvidia.com": 1}
+    assert volcano_dra_counts(team_b["guarantee"]["resource"]) == {"gpu.nvidia.com": 2}
+    assert volcano_dra_counts(department["guarantee"]["resource"]) == {"gpu.nvidia.com": 3}
+    assert volcano_dra_counts(department["deserved"]) == {"gpu.nvidia.com": 3}
+    assert "deviceclass/gpu.nvidia.com" not in department.get("capability", {})
+
+
+def test_a_dra_switched_off_volcano_is_named_in_the_sync_notes(synced):
+    synced.put_object(
+        {
+            "kind": "ConfigMap",
+            "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+            "data": {
+                "volcano-scheduler.conf": (
+                    "actions: enqueue, allocate, backfill, reclaim\n"
+                    "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n"
+                    "- plugins:\n  - name: capacity\n    enableHierarchy: true\n"
+                    "    arguments:\n      capacity.DynamicResourceAllocationEnable: false\n"
+                )
+            },
+        }
+    )
+    run = run_sync(create_run(dry_run=True).pk)
+    run.refresh_from_db()
+    assert (
+        "capacity.DynamicResourceAllocationEnable: false, so the Queues' deviceclass/<class> "
+        "device counts (the teams' DRA quota) are not enforced by Volcano"
+    ) in run.log
 
 
 def test_claims_are_admitted_up_to_the_quota(synced):
@@ -162,27 +231,105 @@ def test_a_device_class_quota_stays_out_of_the_fair_share_problem(cast):
         assert GPU_DEVICES not in (tenant.limit or {})
 
 
-def test_with_kueue_the_quota_is_the_resourcequotas_and_no_clusterqueue_covers_it(
-    cast, cluster, settings
-):
-    # Kueue covers the resources the cluster reports (docs/kueue.md); a device class is enforced
-    # by the namespaces' ResourceQuota, as with Volcano (Kueue's deviceClassMappings: issue 34).
+def kueue_resources(cq):
+    return {
+        resource["name"]: resource
+        for group in cq["spec"]["resourceGroups"]
+        for flavor in group["flavors"]
+        for resource in flavor["resources"]
+    }
+
+
+KUEUE_BASE = (
+    "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+    "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare]\n"
+)
+
+
+def kueue_sync(cast, cluster, settings, config):
     settings.FAIRSHARE_SCHEDULER = "kueue"
+    cluster.put_object({"kind": "Namespace", "metadata": {"name": "kueue-system"}})
+    cluster.put_object(
+        {
+            "kind": "ConfigMap",
+            "metadata": {"name": "kueue-manager-config", "namespace": "kueue-system"},
+            "data": {"controller_manager_config.yaml": config},
+        }
+    )
     TeamQuota.objects.create(
         team=cast.team_a, resource=GPU_DEVICES, guarantee=Decimal(0), limit=Decimal(2)
     )
     run = run_sync(create_run(dry_run=False).pk)
     run.refresh_from_db()
     assert run.status == SyncStatus.SUCCEEDED, run.error
+    return run
+
+
+def test_with_kueue_every_clusterqueue_covers_the_device_count_by_its_quota_name(
+    cast, cluster, settings
+):
+    """The ResourceClaimTemplate path: Kueue charges ``count`` devices of a mapped class under
+    the mapping's name (kueue pkg/dra/claims.go ``countDevicesPerClass``), which is the quota's
+    name; team-b has none of it (0), as for every resource a ClusterQueue covers."""
+    mapped = (
+        KUEUE_BASE + "resources:\n  deviceClassMappings:\n"
+        f"  - name: {GPU_DEVICES}\n    deviceClassNames: [gpu.nvidia.com]\n"
+    )
+    run = kueue_sync(cast, cluster, settings, mapped)
+
     hard = cluster.get("ResourceQuota", "fairshare", NAMESPACE)["spec"]["hard"]
     assert hard[GPU_DEVICES] == "2"
-    queues = cluster.objects("ClusterQueue")
-    assert queues
-    for cq in queues:
-        names = {
-            resource["name"]
-            for group in cq["spec"]["resourceGroups"]
-            for flavor in group["flavors"]
-            for resource in flavor["resources"]
-        }
-        assert GPU_DEVICES not in names, cq["metadata"]["name"]
+    team_a = kueue_resources(cluster.get("ClusterQueue", "team-a"))[GPU_DEVICES]
+    assert team_a == {"name": GPU_DEVICES, "nominalQuota": "0", "borrowingLimit": "2"}
+    team_b = kueue_resources(cluster.get("ClusterQueue", "team-b"))[GPU_DEVICES]
+    assert team_b["nominalQuota"] == "0"
+    assert "deviceClassMappings" not in run.log
+
+
+def test_with_kueue_an_unmapped_device_class_is_named_in_the_sync_notes(cast, cluster, settings):
+    run = kueue_sync(cast, cluster, settings, KUEUE_BASE)
+    assert (
+        "DeviceClass gpu.nvidia.com has no resources.deviceClassMappings entry, so Kueue does "
+        "not admit workloads whose ResourceClaimTemplates name it; map it to "
+        f"{GPU_DEVICES}"
+    ) in run.log
+
+
+def test_with_kueue_a_class_mapped_to_another_name_is_named_too(cast, cluster, settings):
+    other = (
+        KUEUE_BASE + "resources:\n  deviceClassMappings:\n"
+        "  - name: example.com/gpu\n    deviceClassNames: [gpu.nvidia.com]\n"
+    )
+    run = kueue_sync(cast, cluster, settings, other)
+    assert "DeviceClass gpu.nvidia.com is mapped to example.com/gpu, which no ClusterQueue" in (
+        run.log
+    )
+
+
+def test_the_shipped_kueue_configuration_passes_kueues_mapping_rules():
+    """deploy/kueue/helm-values.yaml's mappings against kueue pkg/config/validation.go
+    ``validateDeviceClassMappings``: names and classes are label keys (≤ 253), no duplicate
+    name, at most 16 mappings and 8 classes each, a class in one mapping only."""
+    values = yaml.safe_load(
+        (Path(__file__).parents[2] / "deploy/kueue/helm-values.yaml").read_text()
+    )
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    mappings = config["resources"]["deviceClassMappings"]
+    assert 0 < len(mappings) <= 16
+    label_key = re.compile(
+        r"^(([a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+    )
+    names, classes = set(), set()
+    for mapping in mappings:
+        assert label_key.match(mapping["name"]) and len(mapping["name"]) <= 253
+        assert mapping["name"] not in names
+        names.add(mapping["name"])
+        assert 0 < len(mapping["deviceClassNames"]) <= 8
+        for device_class in mapping["deviceClassNames"]:
+            assert label_key.match(device_class) and device_class not in classes
+            classes.add(device_class)
+            assert mapping["name"] == device_class + ".deviceclass.resource.k8s.io/devices"
+    # gpu.nvidia.com carries extendedResourceName: nvidia.com/gpu under DRAExtendedResource;
+    # mapped, Kueue would charge plain nvidia.com/gpu requests under the mapping's name.
+    assert "gpu.nvidia.com" not in classes

@@ -31,21 +31,45 @@ from .labels import OWN_QUEUE_SUFFIX
 # A DRA device count's quota name is the resource name itself: kubernetes
 # pkg/quota/v1/evaluator/core/resource_claims.go V1ResourceByDeviceClass (class +
 # corev1.ResourceClaimsPerClass), charged by the ResourceClaim evaluator, never ``requests.``.
-# The namespaces' ResourceQuota enforces it; no queue carries it (Volcano's ``deviceclass/<class>``
-# keys and Kueue's ``deviceClassMappings`` are not written yet: issue 34).
+# Queues carry it too, under this name; each backend's encoder names it as its scheduler reads
+# it (Volcano: ``deviceclass/<class>``, :func:`volcano_resource`; Kueue: the name itself, which
+# its Configuration's ``deviceClassMappings`` must map the class to).
 DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+# volcano pkg/scheduler/plugins/capacity/capacity.go — DeviceClassCountPrefix: a Queue's
+# ``capability``/``deserved``/``guarantee`` key ``deviceclass/<class>`` is the number of devices
+# of that class (``parseDRAResourceList``: ``Count = quantity.Value()``).
+VOLCANO_DEVICE_CLASS_PREFIX = "deviceclass/"
+
+
+def device_class_of(resource: str) -> str | None:
+    """The DeviceClass a ``<class>.deviceclass.resource.k8s.io/devices`` name counts, else None."""
+    if resource.endswith(DEVICE_CLASS_SUFFIX) and len(resource) > len(DEVICE_CLASS_SUFFIX):
+        return resource[: -len(DEVICE_CLASS_SUFFIX)]
+    return None
+
+
+def volcano_resource(resource: str) -> str:
+    """A resource's name on a Volcano Queue: a device class's count as ``deviceclass/<class>``
+    (the key Volcano's capacity plugin reads, counting a claim shared by several pods once:
+    ``resourceClaimRefs``), everything else as it is."""
+    device_class = device_class_of(resource)
+    return resource if device_class is None else VOLCANO_DEVICE_CLASS_PREFIX + device_class
 
 
 def _queue_resources(amounts: Mapping[str, object]) -> dict[str, Decimal]:
-    """``amounts`` as a queue carries them: without DRA device-class counts."""
-    return {
-        r: Decimal(v)
-        for r, v in amounts.items()
-        if v is not None and not r.endswith(DEVICE_CLASS_SUFFIX)
-    }
+    """``amounts`` as a queue carries them (None = no amount)."""
+    return {r: Decimal(v) for r, v in amounts.items() if v is not None}
 
 
-__all__ = ["QueueAmounts", "deserved_amounts", "queue_amounts"]
+__all__ = [
+    "DEVICE_CLASS_SUFFIX",
+    "VOLCANO_DEVICE_CLASS_PREFIX",
+    "QueueAmounts",
+    "deserved_amounts",
+    "device_class_of",
+    "queue_amounts",
+    "volcano_resource",
+]
 
 # Amounts per Queue name, per resource.
 _ByQueue = dict[str, dict[str, Decimal]]

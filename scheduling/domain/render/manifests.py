@@ -38,7 +38,12 @@ Cluster-scoped:
 * one Volcano ``Queue`` per active team, named after the team slug (departments too):
   ``weight``, ``reclaimable``, ``capability`` = limit, ``guarantee.resource`` = guarantee,
   ``deserved`` = the DRF fair allocation made consistent for Volcano's admission webhook (see
-  :func:`.amounts.queue_amounts`), ``parent`` = the parent department's slug;
+  :func:`.amounts.queue_amounts`), ``parent`` = the parent department's slug; a DRA device
+  class's quota ``<class>.deviceclass.resource.k8s.io/devices`` appears in all three as
+  ``deviceclass/<class>``, the device count Volcano's capacity plugin enforces per queue
+  (volcano pkg/scheduler/plugins/capacity/capacity.go — ``parseDRAResourceList``,
+  ``checkDRAAllocatable``; a capability of 0 there means *no limit*, so a zero limit is the
+  namespaces' ResourceQuota's alone to enforce);
 * for a department with managed namespaces of its own, one more leaf Queue
   ``<department>.own`` (a child of the department): its namespaces route there, because a queue
   with children takes no jobs. Its guarantee is what the department's own guarantee leaves after
@@ -73,7 +78,7 @@ from scheduling.domain.types import (
     TierSpec,
 )
 
-from .amounts import DEVICE_CLASS_SUFFIX, QueueAmounts
+from .amounts import DEVICE_CLASS_SUFFIX, QueueAmounts, volcano_resource
 from .keys import leaf_queue_name, object_name
 from .labels import (
     ANNOTATION_ADOPTED,
@@ -177,15 +182,22 @@ def queue(team: TeamSpec, amounts: QueueAmounts) -> Manifest:
     obj = manifest("Queue", object_name("Queue", amounts.name), labels_for(team, extra))
     spec: dict[str, Any] = {"weight": team.weight, "reclaimable": team.reclaimable}
     if amounts.capability:
-        spec["capability"] = quantities(amounts.capability)
+        spec["capability"] = _volcano_quantities(amounts.capability)
     if amounts.guarantee:
-        spec["guarantee"] = {"resource": quantities(amounts.guarantee)}
+        spec["guarantee"] = {"resource": _volcano_quantities(amounts.guarantee)}
     if amounts.deserved:
-        spec["deserved"] = quantities(amounts.deserved)
+        spec["deserved"] = _volcano_quantities(amounts.deserved)
     if amounts.parent:
         spec["parent"] = amounts.parent
     obj["spec"] = spec
     return obj
+
+
+def _volcano_quantities(amounts: Mapping[str, Decimal]) -> dict[str, str]:
+    """``amounts`` under the names Volcano reads, in sorted key order (``deviceclass/<class>``
+    for a DRA device count, :func:`.amounts.volcano_resource`)."""
+    named = {volcano_resource(r): format_quantity(v, r) for r, v in amounts.items()}
+    return dict(sorted(named.items()))
 
 
 def _namespace(ns: NamespaceSpec, team: TeamSpec, *, route: bool = True) -> Manifest:
