@@ -1007,6 +1007,10 @@ def test_a_members_dashboard_runs_a_constant_number_of_queries(
         (Decimal("0.5"), "cpu", "500m"),
         (Decimal(64 * 2**30), "memory", "64Gi"),
         (Decimal(8), "nvidia.com/gpu", "8"),
+        # GPU-equivalents of MIG slices held through DRA (issue 34): a fraction of a GPU.
+        (Decimal("0.125"), "nvidia.com/gpu", "0.125"),
+        (Decimal("2.375"), "nvidia.com/gpu", "2.375"),
+        (Decimal("0.5"), "example.com/fpga", "500m"),
     ],
 )
 def test_quantities_are_shown_readably(amount, resource, shown):
