@@ -9,6 +9,13 @@ Two uses:
   limits (498 GPUs allocated in all, 224 of them unassigned). Workloads are hand-placed (first-fit,
   never over a node's allocatable) and cover Running, Pending (bound and unbound), Succeeded and
   Failed pods, init containers, sidecars and pod overhead.
+* ``python bench/cluster_gen.py --demo --dra > monitoring/fixtures/demo_cluster_dra.json`` writes
+  the demo with Dynamic Resource Allocation: the committed demo's items unchanged (the
+  generator's, then the Fairshare-managed objects scripts/make_demo_cluster.py added), then four
+  H100 nodes run by NVIDIA's DRA driver (two of whole GPUs, two in static MIG mode), their
+  ResourceSlices, the ``gpu.nvidia.com``/``mig.nvidia.com`` DeviceClasses and the claims of
+  ``DRA_CLAIMS`` (exclusive, shared by two pods, template-generated, pending, finished) with
+  their pods. Regenerate it after either of the other two writes the base demo.
 * ``generate_nodes(n)`` / ``generate_pods(m, nodes)`` (or ``--nodes N --pods M``) make arbitrarily
   large clusters for benchmarks. Pods are yielded lazily and are *not* packed: a node may be
   over-committed, which does not matter for throughput measurements.
@@ -30,6 +37,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TextIO
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -994,6 +1002,499 @@ def _demo_events() -> list[Json]:
     ]
 
 
+# ---------------------------------------------------------------- the DRA variant
+
+# NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu, ex NVIDIA/k8s-dra-driver-gpu) and
+# the DeviceClasses its chart installs.
+DRA_DRIVER = "gpu.nvidia.com"
+DRA_GPU_CLASS = "gpu.nvidia.com"
+DRA_MIG_CLASS = "mig.nvidia.com"
+DRA_API = "resource.k8s.io/v1"
+DRA_SEED = DEMO_SEED + 34  # its own RNG: the base demo's objects do not change
+DEMO_FIXTURE = "monitoring/fixtures/demo_cluster.json"  # relative to the repository root
+MANAGED_BY = "app.kubernetes.io/managed-by"
+_H100_PRODUCT_NAME = "NVIDIA H100 80GB HBM3"  # the driver's productName attribute
+_H100_MEMORY = "81559Mi"
+# H100 80GB MIG profiles: name -> (profile id, memory slices out of 8, published memory).
+# Placements start at a memory slice; a device holds slices start..start+size-1 and is named
+# gpu-<minor>-mig-<profile without dots>-<profile id>-<start> (MigSpecTuple.ToCanonicalName).
+H100_MIG_PROFILES = {
+    "1g.10gb": (19, 1, "9984Mi"),
+    "2g.20gb": (14, 2, "19968Mi"),
+    "3g.40gb": (9, 4, "40192Mi"),
+}
+_SEVEN_1G = tuple(("1g.10gb", start) for start in range(7))
+_BALANCED = (("2g.20gb", 0), ("1g.10gb", 2), ("1g.10gb", 3), ("3g.40gb", 4))
+_TWO_3G = (("3g.40gb", 0), ("3g.40gb", 4))
+# The DRA nodes (8 H100 each, no device plugin): None = whole GPUs; else each GPU's static MIG
+# layout, as the node's `nvidia.com/mig.config` (MIG manager) made it.
+DRA_NODES: dict[str, tuple[tuple[tuple[str, int], ...], ...] | None] = {
+    "gpu-h100-dra-000": None,
+    "gpu-h100-dra-001": None,
+    "gpu-h100-mig-000": (_SEVEN_1G,) * 8,
+    "gpu-h100-mig-001": (_BALANCED,) * 6 + (_TWO_3G,) * 2,
+}
+_DEMO_NODES = 127 + 16  # the base demo's GPU and CPU nodes
+_MIG_CONFIG = {"gpu-h100-mig-000": "all-1g.10gb", "gpu-h100-mig-001": "custom-balanced"}
+
+
+@dataclass(frozen=True)
+class DraClaim:
+    """One ResourceClaim of the DRA variant and the pods that use it.
+
+    ``state`` is what Fairshare must make of it: ``allocated`` (reserved by live pods),
+    ``pending`` (unallocated, wanted by unbound Pending pods) or ``finished`` (reserved only by
+    Succeeded pods: counts nothing). ``eighths`` is its GPU-equivalent in eighths of a GPU as
+    declared here (a whole GPU 8, a 1g.10gb 1, a 2g.20gb 2, a 3g.40gb 4; a pending whole-GPU
+    request 8 per GPU, a pending MIG request 0); :func:`dra_demo_part` checks it against the
+    devices it allocates. ``template``: the claim is generated from that ResourceClaimTemplate
+    for its single pod, named ``<pod>-<claim>-<suffix>`` and known through the pod's status.
+    """
+
+    namespace: str
+    claim: str
+    device_class: str
+    count: int
+    state: str
+    eighths: int
+    pods: tuple[str, ...]
+    node: str | None = None
+    devices: tuple[str, ...] = ()
+    profile: str | None = None
+    template: str | None = None
+
+
+def _mig(gpu: int, profile: str, start: int) -> str:
+    profile_id = H100_MIG_PROFILES[profile][0]
+    return f"gpu-{gpu}-mig-{profile.replace('.', '')}-{profile_id}-{start}"
+
+
+_DRA0, _DRA1, _MIG0, _MIG1 = DRA_NODES
+DRA_CLAIMS: tuple[DraClaim, ...] = (
+    # research-ml: one GPU shared by an RL actor and its learner; three 1g.10gb notebooks.
+    DraClaim(
+        "research-ml", "rl-shared-gpu", DRA_GPU_CLASS, 1, "allocated", 8,
+        ("rl-actor", "rl-learner"), _DRA0, ("gpu-0",),
+    ),
+    *(
+        DraClaim(
+            "research-ml", f"notebook-mig-{i}", DRA_MIG_CLASS, 1, "allocated", 1,
+            (f"mig-notebook-{i}",), _MIG0, (_mig(0, "1g.10gb", i),), profile="1g.10gb",
+        )
+        for i in range(3)
+    ),
+    # research-nlp: a 2g.20gb tokenizer service; a 4-GPU run waiting (no 4 whole GPUs free).
+    DraClaim(
+        "research-nlp", "tokenizer-mig", DRA_MIG_CLASS, 1, "allocated", 2,
+        ("tokenizer-mig",), _MIG1, (_mig(0, "2g.20gb", 0),), profile="2g.20gb",
+    ),
+    DraClaim(
+        "research-nlp", "long-context-dra", DRA_GPU_CLASS, 4, "pending", 32,
+        ("long-context-dra-0",),
+    ),
+    # prod-inference: two GPUs, each shared by two vLLM replicas; two 3g.40gb servers.
+    *(
+        DraClaim(
+            "prod-inference", f"llama-8b-shared-{i}", DRA_GPU_CLASS, 1, "allocated", 8,
+            (f"serve-llama-8b-dra-{i}a", f"serve-llama-8b-dra-{i}b"), _DRA1, (f"gpu-{i}",),
+        )
+        for i in range(2)
+    ),
+    *(
+        DraClaim(
+            "prod-inference", "mig", DRA_MIG_CLASS, 1, "allocated", 4,
+            (f"serve-mistral-{i}",), _MIG1, (_mig(6, "3g.40gb", 4 * i),), profile="3g.40gb",
+            template="mig-3g40gb",
+        )
+        for i in range(2)
+    ),
+    # prod-training: an exclusive 4-GPU fine-tune.
+    DraClaim(
+        "prod-training", "finetune-dra", DRA_GPU_CLASS, 4, "allocated", 32,
+        ("finetune-dra-0",), _DRA0, ("gpu-1", "gpu-2", "gpu-3", "gpu-4"),
+    ),
+    # cv-vision: 2 GPUs shared by two eval pods; an exclusive 6-GPU trainer; a finished sweep
+    # whose claim is not released yet; a probe waiting for a 4g.40gb nobody publishes.
+    DraClaim(
+        "cv-vision", "eval-shared", DRA_GPU_CLASS, 2, "allocated", 16,
+        ("eval-dra-a", "eval-dra-b"), _DRA0, ("gpu-6", "gpu-7"),
+    ),
+    DraClaim(
+        "cv-vision", "seg-train-dra", DRA_GPU_CLASS, 6, "allocated", 48,
+        ("seg-train-dra-0",), _DRA1, tuple(f"gpu-{g}" for g in range(2, 8)),
+    ),
+    DraClaim(
+        "cv-vision", "sweep-done", DRA_GPU_CLASS, 1, "finished", 0,
+        ("sweep-dra-0",), _DRA0, ("gpu-5",),
+    ),
+    DraClaim(
+        "cv-vision", "probe-4g", DRA_MIG_CLASS, 1, "pending", 0, ("probe-4g40gb",),
+        profile="4g.40gb",
+    ),
+    # speech-asr: four 1g.10gb streaming pods from a template; one template GPU claim pending.
+    *(
+        DraClaim(
+            "speech-asr", "mig", DRA_MIG_CLASS, 1, "allocated", 1,
+            (f"asr-stream-{i}",), _MIG0, (_mig(0, "1g.10gb", 3 + i),), profile="1g.10gb",
+            template="mig-1g10gb",
+        )
+        for i in range(4)
+    ),
+    DraClaim(
+        "speech-asr", "gpu", DRA_GPU_CLASS, 1, "pending", 8, ("transcribe-dra-0",),
+        template="one-gpu",
+    ),
+)  # fmt: skip
+
+
+def _dra_node(name: str, *, rng: random.Random, zone: str) -> Json:
+    """An H100 node run by NVIDIA's DRA driver: labelled, tainted, no ``nvidia.com/gpu``."""
+    node = make_node(
+        name, rng=rng, cpu="192", memory="2112880640Ki", zone=zone, instance_type="p5.48xlarge"
+    )
+    labels = node["metadata"]["labels"]
+    labels["nvidia.com/dra-kubelet-plugin"] = "true"
+    labels[GPU + ".present"] = "true"
+    labels[GPU + ".product"] = H100
+    if name in _MIG_CONFIG:
+        labels["nvidia.com/mig.config"] = _MIG_CONFIG[name]
+    for part in ("allocatable", "capacity"):
+        node["status"][part]["ephemeral-storage"] = "3435973836800"
+    node["spec"]["taints"] = [{"key": GPU, "value": "present", "effect": "NoSchedule"}]
+    return node
+
+
+def _slice_devices(node: str) -> list[Json]:
+    """The devices the kubelet plugin publishes for ``node`` (deviceinfo.go ``GetDevice``)."""
+    layout = DRA_NODES[node]
+    common = {
+        "productName": {"string": _H100_PRODUCT_NAME},
+        "architecture": {"string": "Hopper"},
+        "cudaComputeCapability": {"version": "9.0.0"},
+        "driverVersion": {"version": "580.95.5"},
+    }
+    devices = []
+    for gpu in range(8):
+        gpu_uuid = f"GPU-{_stable_uid(f'gpu/{node}/{gpu}')}"
+        if layout is None:
+            attributes = {"type": {"string": "gpu"}, "uuid": {"string": gpu_uuid}, **common}
+            attributes["index"] = {"int": gpu}
+            attributes["minor"] = {"int": gpu}
+            capacity = {"memory": {"value": _H100_MEMORY}}
+            devices.append({"name": f"gpu-{gpu}", "attributes": attributes, "capacity": capacity})
+            continue
+        for profile, start in layout[gpu]:
+            _, size, memory = H100_MIG_PROFILES[profile]
+            name = _mig(gpu, profile, start)
+            attributes = {
+                "type": {"string": "mig"},
+                "uuid": {"string": f"MIG-{_stable_uid(f'mig/{node}/{name}')}"},
+                "parentUUID": {"string": gpu_uuid},
+                "parentIndex": {"int": gpu},
+                "parentMinor": {"int": gpu},
+                "profile": {"string": profile},
+                **common,
+            }
+            capacity = {"memory": {"value": memory}}
+            for s in range(start, start + size):
+                capacity[f"memorySlice{s}"] = {"value": "1"}
+            devices.append({"name": name, "attributes": attributes, "capacity": capacity})
+    return devices
+
+
+def _resource_slice(node: Json, *, rng: random.Random) -> Json:
+    name = node["metadata"]["name"]
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceSlice",
+        "metadata": {
+            "name": f"{name}-{DRA_DRIVER}-{_suffix(rng)}",
+            "uid": _uid(rng),
+            "creationTimestamp": _timestamp(-60 * 24 * 7),
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "name": name,
+                    "uid": node["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "driver": DRA_DRIVER,
+            "nodeName": name,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": _slice_devices(name),
+        },
+    }
+
+
+def _device_classes() -> list[Json]:
+    """The chart's DeviceClasses (deployments/helm/.../templates/deviceclass-*.yaml)."""
+
+    def device_class(name: str, kind: str, extra: Json) -> Json:
+        cel = f"device.driver == '{DRA_DRIVER}' && device.attributes['{DRA_DRIVER}']"
+        cel += f".type == '{kind}'"
+        return {
+            "apiVersion": DRA_API,
+            "kind": "DeviceClass",
+            "metadata": {
+                "name": name,
+                "uid": _stable_uid(f"deviceclass/{name}"),
+                "creationTimestamp": _timestamp(-60 * 24 * 30),
+            },
+            "spec": {"selectors": [{"cel": {"expression": cel}}], **extra},
+        }
+
+    return [
+        device_class(DRA_GPU_CLASS, "gpu", {"extendedResourceName": GPU}),
+        device_class(DRA_MIG_CLASS, "mig", {}),
+    ]
+
+
+def _claim_spec(row: DraClaim) -> Json:
+    exactly: Json = {
+        "deviceClassName": row.device_class,
+        "allocationMode": "ExactCount",
+        "count": row.count,
+    }
+    if row.profile is not None:
+        cel = f"device.attributes['{DRA_DRIVER}'].profile == '{row.profile}'"
+        exactly["selectors"] = [{"cel": {"expression": cel}}]
+    return {"devices": {"requests": [{"name": _request_name(row), "exactly": exactly}]}}
+
+
+def _request_name(row: DraClaim) -> str:
+    return "mig" if row.device_class == DRA_MIG_CLASS else "gpu"
+
+
+def _templates() -> list[Json]:
+    out, seen = [], set()
+    for row in DRA_CLAIMS:
+        if row.template is None or (row.namespace, row.template) in seen:
+            continue
+        seen.add((row.namespace, row.template))
+        out.append(
+            {
+                "apiVersion": DRA_API,
+                "kind": "ResourceClaimTemplate",
+                "metadata": {
+                    "name": row.template,
+                    "namespace": row.namespace,
+                    "uid": _stable_uid(f"resourceclaimtemplate/{row.namespace}/{row.template}"),
+                    "creationTimestamp": _timestamp(-60 * 24 * 3),
+                },
+                "spec": {"spec": _claim_spec(row)},
+            }
+        )
+    return out
+
+
+_DRA_WORK = {  # namespace -> (image, requests of each pod besides its claim)
+    "research-ml": ("quay.io/jupyter/pytorch-notebook:cuda12-2024-11-04", "4", "32Gi"),
+    "research-nlp": ("registry.example.com/nlp/eval:1.4", "8", "64Gi"),
+    "prod-inference": ("registry.example.com/serve/vllm:0.6.4", "8", "32Gi"),
+    "prod-training": ("registry.example.com/train/megatron:24.10", "32", "256Gi"),
+    "cv-vision": ("registry.example.com/cv/detectron:3.1", "12", "48Gi"),
+    "speech-asr": ("registry.example.com/asr/whisper:3.0", "4", "16Gi"),
+}
+
+
+def _check_row(row: DraClaim, devices: dict[tuple[str, str], Json]) -> None:
+    """The declared row agrees with the slices it allocates from (a generator self-check)."""
+    if row.state == "pending":
+        assert row.node is None and not row.devices, row
+        want = 8 * row.count if row.device_class == DRA_GPU_CLASS else 0
+        assert row.eighths == want, row
+        return
+    assert row.node is not None and len(row.devices) == row.count, row
+    eighths = 0
+    for name in row.devices:
+        device = devices[(row.node, name)]
+        kind = device["attributes"]["type"]["string"]
+        assert kind == ("mig" if row.device_class == DRA_MIG_CLASS else "gpu"), row
+        if row.profile is not None:
+            assert device["attributes"]["profile"]["string"] == row.profile, row
+        eighths += 8 if kind == "gpu" else sum(1 for c in device["capacity"] if "Slice" in c)
+    assert row.eighths == (0 if row.state == "finished" else eighths), row
+
+
+def dra_demo_part() -> list[Json]:
+    """The DRA objects the ``--dra`` variant adds to the demo (deterministic, own RNG).
+
+    Four H100 nodes served by NVIDIA's DRA driver (:data:`DRA_NODES`; ``nvidia.com/gpu`` is not
+    in their allocatable), one ResourceSlice each (pool = node, generation 1), the
+    ``gpu.nvidia.com`` and ``mig.nvidia.com`` DeviceClasses, the claims of :data:`DRA_CLAIMS`
+    with their templates and pods, and per DRA node the kube-proxy, dcgm-exporter and DRA
+    kubelet-plugin DaemonSet pods. Every device is allocated to at most one claim and every
+    bound pod runs on the node of its claim's devices.
+    """
+    rng = random.Random(DRA_SEED)
+    zones = ("us-east-1a", "us-east-1b", "us-east-1c")
+    nodes = [_dra_node(name, rng=rng, zone=zones[i % 3]) for i, name in enumerate(DRA_NODES)]
+    slices = [_resource_slice(node, rng=rng) for node in nodes]
+    devices = {
+        (s["spec"]["pool"]["name"], d["name"]): d for s in slices for d in s["spec"]["devices"]
+    }
+    taken: set[tuple[str, str]] = set()
+    for row in DRA_CLAIMS:
+        _check_row(row, devices)
+        for name in row.devices:
+            assert (row.node, name) not in taken, (row, name)
+            taken.add((row.node, name))
+
+    names = list(DRA_NODES)
+    pods: list[Json] = []
+    pods += _daemonset(
+        rng,
+        names,
+        app="kube-proxy",
+        image="registry.k8s.io/kube-proxy:v1.31.4",
+        requests={"cpu": "100m"},
+        gpu_tolerant=True,
+    )
+    pods += _daemonset(
+        rng,
+        names,
+        app="nvidia-dra-driver-gpu-kubelet-plugin",
+        image="nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0",
+        requests={"cpu": "100m", "memory": "128Mi"},
+        gpu_tolerant=True,
+    )
+    pods += _daemonset(
+        rng,
+        names,
+        app="dcgm-exporter",
+        image="nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9",
+        requests={"cpu": "100m", "memory": "128Mi"},
+        limits={"memory": "256Mi"},
+        gpu_tolerant=True,
+    )
+    claims: list[Json] = []
+    for row in DRA_CLAIMS:
+        image, cpu, memory = _DRA_WORK[row.namespace]
+        requests = {"cpu": cpu, "memory": memory}
+        finished = row.state == "finished"
+        members = []
+        for pod_name in row.pods:
+            main = container("main", image, dict(requests), {"memory": memory})
+            main["resources"]["claims"] = [{"name": _request_name(row)}]
+            pod = make_pod(
+                pod_name,
+                row.namespace,
+                rng=rng,
+                containers=[main],
+                node=row.node,
+                phase="Succeeded" if finished else ("Pending" if row.node is None else "Running"),
+                labels={"app.kubernetes.io/name": pod_name.rsplit("-", 1)[0]},
+                gpu=True,
+                minutes=-30 if row.node is None else -240,
+            )
+            if row.node is None:
+                everyone = _DEMO_NODES + len(DRA_NODES)
+                pod["status"]["conditions"][0]["message"] = (
+                    f"0/{everyone} nodes are available: {everyone} cannot allocate all claims."
+                )
+            members.append(pod)
+        claim_name = row.claim
+        if row.template is not None:
+            (pod,) = members
+            claim_name = f"{pod['metadata']['name']}-{row.claim}-{_suffix(rng)}"
+            pod["spec"]["resourceClaims"] = [
+                {"name": _request_name(row), "resourceClaimTemplateName": row.template}
+            ]
+            pod["status"]["resourceClaimStatuses"] = [
+                {"name": _request_name(row), "resourceClaimName": claim_name}
+            ]
+        else:
+            for pod in members:
+                pod["spec"]["resourceClaims"] = [
+                    {"name": _request_name(row), "resourceClaimName": row.claim}
+                ]
+        claims.append(_claim(row, claim_name, members, rng=rng))
+        pods += members
+    return [*nodes, *_device_classes(), *slices, *_templates(), *claims, *pods]
+
+
+def _claim(row: DraClaim, name: str, pods: list[Json], *, rng: random.Random) -> Json:
+    meta: Json = {
+        "name": name,
+        "namespace": row.namespace,
+        "uid": _uid(rng),
+        "creationTimestamp": min(p["metadata"]["creationTimestamp"] for p in pods),
+    }
+    if row.template is not None:
+        (pod,) = pods
+        meta["generateName"] = f"{pod['metadata']['name']}-{row.claim}-"
+        meta["annotations"] = {"resource.kubernetes.io/pod-claim-name": _request_name(row)}
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod["metadata"]["name"],
+                "uid": pod["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    status: Json = {}
+    if row.node is not None:
+        meta["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+        status["allocation"] = {
+            "devices": {
+                "results": [
+                    {
+                        "request": _request_name(row),
+                        "driver": DRA_DRIVER,
+                        "pool": row.node,
+                        "device": device,
+                    }
+                    for device in row.devices
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": [row.node]}
+                        ]
+                    }
+                ]
+            },
+        }
+        status["reservedFor"] = [
+            {"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
+            for p in pods
+        ]
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaim",
+        "metadata": meta,
+        "spec": _claim_spec(row),
+        "status": status,
+    }
+
+
+def _managed_objects() -> list[Json]:
+    """The Fairshare-managed objects of the committed base demo (scripts/make_demo_cluster.py
+    writes them after the generator's items), so that the demo's plan-only sync against the
+    variant compares with what an earlier sync left, as it does against the base demo."""
+    path = Path(__file__).resolve().parents[1] / DEMO_FIXTURE
+    if not path.exists():
+        return []
+    items = json.loads(path.read_text())["items"]
+    return [i for i in items if (i["metadata"].get("labels") or {}).get(MANAGED_BY) == "fairshare"]
+
+
+def dra_demo_cluster() -> Json:
+    """The ``--demo --dra`` variant: the committed base demo's items unchanged (the generator's
+    nodes, pods, PodGroups and Events, then its Fairshare-managed objects), then
+    :func:`dra_demo_part`."""
+    items = demo_cluster()["items"] + _managed_objects() + dra_demo_part()
+    return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
+
+
 # ---------------------------------------------------------------- scale generators
 
 
@@ -1231,12 +1732,20 @@ def write_list(items: Iterable[Json], out: TextIO) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--demo", action="store_true", help="print the committed demo cluster")
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="with --demo: the variant with DRA nodes, slices and claims (demo_cluster_dra.json)",
+    )
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--pods", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.dra and not args.demo:
+        parser.error("--dra needs --demo")
     if args.demo:
-        write_list(demo_cluster()["items"], sys.stdout)
+        cluster = dra_demo_cluster() if args.dra else demo_cluster()
+        write_list(cluster["items"], sys.stdout)
         return 0
     nodes = generate_nodes(args.nodes, seed=args.seed)
     write_list(itertools.chain(nodes, generate_pods(args.pods, nodes, seed=args.seed)), sys.stdout)
