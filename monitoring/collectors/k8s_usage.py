@@ -142,12 +142,16 @@ def _list_dra(
 
 
 def _dra_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """What ``dra.dra_usage`` reads of a pod (uid, phase, node, claim references)."""
+    """What ``dra.dra_usage`` reads of a pod (uid, name, phase, node, claim references)."""
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     return {
-        "metadata": {"uid": metadata.get("uid"), "namespace": metadata.get("namespace")},
+        "metadata": {
+            "uid": metadata.get("uid"),
+            "namespace": metadata.get("namespace"),
+            "name": metadata.get("name"),
+        },
         "spec": {
             "nodeName": spec.get("nodeName"),
             "resourceClaims": spec.get("resourceClaims"),
@@ -162,6 +166,39 @@ def _dra_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
 def _kept(items: Iterator[dict[str, Any]], into: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     for item in items:
         into.append(_dra_pod(item))
+        yield item
+
+
+def _dra_node(node: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``dra.add_dra_usage`` reads of a node (name, GPU labels, cordon, Ready, GPUs)."""
+    metadata = node.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    status = node.get("status") or {}
+    kept: dict[str, Any] = {
+        "metadata": {
+            "name": metadata.get("name"),
+            "labels": {k: v for k, v in labels.items() if k in _DRA_NODE_LABELS},
+        },
+        "spec": {"unschedulable": (node.get("spec") or {}).get("unschedulable")},
+        "status": {
+            "conditions": [c for c in status.get("conditions") or () if c.get("type") == "Ready"]
+        },
+    }
+    for key in ("allocatable", "capacity"):
+        if status.get(key) is not None:
+            gpus = status[key].get(dra.GPU)
+            kept["status"][key] = {} if gpus is None else {dra.GPU: gpus}
+    return kept
+
+
+_DRA_NODE_LABELS = frozenset({"nvidia.com/gpu.product", "nvidia.com/gpu.count"})
+
+
+def _kept_nodes(
+    items: Iterator[dict[str, Any]], into: list[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    for item in items:
+        into.append(_dra_node(item))
         yield item
 
 
@@ -219,6 +256,11 @@ def collect(
         dra_pods: list[dict[str, Any]] = []
         if dra_objects is not None and dra_objects.claims:
             pods = _kept(pods, dra_pods)
+        # With slices, keep what add_dra_usage reads of each node (capacity and flavor of DRA
+        # GPUs, Rules 5 and 6 of monitoring.domain.dra).
+        dra_nodes: list[dict[str, Any]] = []
+        if dra_objects is not None and dra_objects.slices:
+            nodes = _kept_nodes(nodes, dra_nodes)
         usage = aggregate(
             _counted(nodes, counts, "nodes"),
             pods,
@@ -228,7 +270,13 @@ def collect(
         )
         if dra_objects is not None:
             counts.update(dra_counts)
-            usage = dra.add_dra_usage(usage, dra.dra_usage(dra_objects, dra_pods), namespace_teams)
+            usage = dra.add_dra_usage(
+                usage,
+                dra.dra_usage(dra_objects, dra_pods),
+                namespace_teams,
+                nodes=dra_nodes,
+                parse_quantity=parse_quantity,
+            )
         if kueue:
             statuses: dict[str, dict[str, Any]] = {}
             for kind, path in (("ClusterQueue", KUEUE_CLUSTER_QUEUES), ("Cohort", KUEUE_COHORTS)):
@@ -294,7 +342,13 @@ def from_snapshot(
         )
         dra_objects = dra.split_dra_items(doc)
         if dra_objects is not None:
-            usage = dra.add_dra_usage(usage, dra.dra_usage(dra_objects, pods), namespace_teams)
+            usage = dra.add_dra_usage(
+                usage,
+                dra.dra_usage(dra_objects, pods),
+                namespace_teams,
+                nodes=nodes,
+                parse_quantity=parse_quantity,
+            )
     except (ValueError, TypeError, AttributeError, ArithmeticError) as e:
         raise CollectorError(f"cluster snapshot {path} cannot be read: {e}") from e
     if stats is not None:

@@ -45,6 +45,34 @@ otherwise, NVIDIA's driver is NVIDIA/k8s-dra-driver-gpu v25.12.0.
   device is not chosen yet).
 * **Rule 4** — cpu, memory and the pods' own requests are untouched; a dump without
   ``resource.k8s.io`` objects gives exactly the aggregation's output.
+* **Rule 5 — capacity from ResourceSlices** (with the dump's nodes, :func:`add_dra_usage`). A
+  node running NVIDIA's DRA driver usually advertises no ``nvidia.com/gpu`` allocatable (the
+  device plugin is off), so its GPUs are read from the slices of driver ``gpu.nvidia.com`` (the
+  pool's highest generation, :func:`slice_devices`), each slice's ``spec.nodeName`` naming the
+  node (one pool per node: cmd/gpu-kubelet-plugin/driver.go — ``publishResources``). A node's
+  DRA GPUs are its distinct *physical* GPUs (:func:`physical_gpu`): a ``type: gpu`` device is
+  its own GPU (its ``uuid`` attribute, else its name); a ``type: mig`` device belongs to its
+  ``parentUUID`` (cmd/gpu-kubelet-plugin/mig.go — ``CommonAttributesMig``), else to the
+  ``gpu-<minor>`` its canonical name starts with (``MigSpecTuple.ToCanonicalName``), else it is
+  counted as a GPU of its own, with a note. In static-MIG mode the MIG-enabled parent is not
+  published at all (cmd/gpu-kubelet-plugin/nvlib.go — ``enumerateAllPossibleDevices``), hence
+  the parent identity: seven 1g.10gb devices of one GPU are 1 GPU of capacity, not 7. These
+  GPUs count like device-plugin GPUs: into ``capacity["nvidia.com/gpu"]`` and ``flavors[product]``
+  for schedulable (Ready, not cordoned) nodes only, product = the node's ``nvidia.com/gpu.product``
+  label (none: total only). Never twice: a node that also advertises allocatable
+  ``nvidia.com/gpu`` counts ``max(allocatable, DRA GPUs)`` (a note names it). Slices of nodes
+  not in the dump, or without ``spec.nodeName``, count nothing (one note). The GPU inventory
+  (``gpu_nodes``, what node agents' NVML samples are checked against) gets every node with DRA
+  GPUs, Ready or not: its ``nvidia.com/gpu.count`` label when set (GPU feature discovery counts
+  physical GPUs), else ``max(allocatable, DRA GPUs)``; its ``gpu_pods`` get the bound live pods
+  that reserve an allocated claim holding GPUs, so a node agent's samples of them are accepted.
+* **Rule 6 — flavor of DRA usage.** An allocated claim's GPU-equivalents (Rule 3b) go to the
+  flavor of the node each device is published on (its slice's ``spec.nodeName`` → that node's
+  product label): ``namespace_flavors[ns][product]`` and ``flavor_allocated[team][product]``,
+  as bound pods' requests do (monitoring.collection.store_usage then writes one UsageSample row
+  per flavor, and a RateCard per product prices it). Devices on nodes without the label or
+  missing from the dump have no flavor (the flavor ``""`` row, as pods there); pending demand
+  has no flavor (the device is not chosen).
 
 Devices of other drivers, devices missing from the slices and MIG types other than the above
 add 0 GPU-equivalents; each missing device is named in a note. DeviceClasses and
@@ -54,12 +82,23 @@ ResourceClaimTemplates are recognised as DRA objects but not needed for counting
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from .aggregate import UNASSIGNED, ClusterUsage, NamespaceUsage, TeamUsage
+from .aggregate import (
+    GPU_COUNT_LABEL,
+    UNASSIGNED,
+    ClusterUsage,
+    GpuNode,
+    GpuPod,
+    NamespaceUsage,
+    NodeCapacity,
+    TeamUsage,
+    json_number,
+    node_capacity,
+)
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -72,6 +111,8 @@ __all__ = [
     "class_resource",
     "dra_usage",
     "gpu_equivalent",
+    "node_gpus",
+    "physical_gpu",
     "slice_devices",
     "split_dra_items",
 ]
@@ -92,6 +133,7 @@ DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 _DRA_API = "resource.k8s.io/"
 _FINISHED = frozenset({"Succeeded", "Failed"})
 _MEMORY_SLICE = re.compile(r"(?:[^/]+/)?memorySlice\d+")
+_MIG_NAME = re.compile(r"(gpu-\d+)-mig-")
 
 Resources = dict[str, Decimal]
 DeviceKey = tuple[str, str, str]
@@ -144,13 +186,18 @@ def split_dra_items(doc: Mapping[str, Any]) -> DraObjects | None:
 
 @dataclass(frozen=True)
 class SliceDevice:
-    """One published device: its key, ``type`` attribute and number of memory slices."""
+    """One published device: its key, ``type`` attribute and number of memory slices; the node
+    its slice names (``spec.nodeName``, None for network-attached pools) and its ``uuid`` /
+    ``parentUUID`` attributes (for :func:`physical_gpu`)."""
 
     driver: str
     pool: str
     name: str
     type: str | None
     memory_slices: int
+    node: str | None = None
+    uuid: str | None = None
+    parent_uuid: str | None = None
 
 
 def _attribute(attributes: Mapping[str, Any], name: str, driver: str) -> Any:
@@ -192,7 +239,10 @@ def slice_devices(slices: Iterable[Mapping[str, Any]]) -> dict[DeviceKey, SliceD
             continue
         for device in spec.get("devices") or ():
             name = str(device.get("name") or "")
-            kind = _attribute(device.get("attributes") or {}, "type", driver)
+            attributes = device.get("attributes") or {}
+            kind = _attribute(attributes, "type", driver)
+            uuid = _attribute(attributes, "uuid", driver)
+            parent = _attribute(attributes, "parentUUID", driver)
             capacity = device.get("capacity") or {}
             devices[(driver, pool_name, name)] = SliceDevice(
                 driver=driver,
@@ -200,8 +250,67 @@ def slice_devices(slices: Iterable[Mapping[str, Any]]) -> dict[DeviceKey, SliceD
                 name=name,
                 type=kind if isinstance(kind, str) else None,
                 memory_slices=sum(1 for cap in capacity if _MEMORY_SLICE.fullmatch(str(cap))),
+                node=str(spec["nodeName"]) if spec.get("nodeName") else None,
+                uuid=uuid if isinstance(uuid, str) and uuid else None,
+                parent_uuid=parent if isinstance(parent, str) and parent else None,
             )
     return devices
+
+
+def physical_gpu(device: SliceDevice) -> tuple[str | None, bool]:
+    """Rule 5: the identity of the physical GPU ``device`` is or belongs to, and whether that
+    identity is only the device's own name for a MIG device (a guess, worth a note).
+
+    ``type: gpu`` → its ``uuid``, else its name; ``type: mig`` → its ``parentUUID``, else the
+    ``gpu-<minor>`` its canonical name starts with (cmd/gpu-kubelet-plugin/mig.go —
+    ``MigSpecTuple.ToCanonicalName``: ``gpu-<minor>-mig-<profile>-<id>-<start>``, and a whole
+    GPU is named ``gpu-<minor>``), else its own name. Other types: None (not a GPU).
+    """
+    if device.type == "gpu":
+        return (device.uuid or device.name), False
+    if device.type == "mig":
+        if device.parent_uuid:
+            return device.parent_uuid, False
+        match = _MIG_NAME.match(device.name)
+        if match:
+            return match.group(1), False
+        return device.name, True
+    return None, False
+
+
+def node_gpus(
+    devices: Mapping[DeviceKey, SliceDevice], notes: list[str] | None = None
+) -> dict[str, int]:
+    """Rule 5: distinct physical GPUs per node among the ``gpu.nvidia.com`` devices (sorted by
+    node). Devices of slices without a node are left out; a MIG device with no parent to go by
+    counts as a GPU of its own and is named in ``notes``."""
+    identities: dict[str, set[str]] = {}
+    unattached: set[str] = set()
+    guessed: list[str] = []
+    for (driver, pool, name), device in sorted(devices.items()):
+        if driver != NVIDIA_DRIVER:
+            continue
+        identity, guess = physical_gpu(device)
+        if identity is None:
+            continue
+        if device.node is None:
+            unattached.add(pool)
+            continue
+        if guess:
+            guessed.append(f"{pool}/{name}")
+        identities.setdefault(device.node, set()).add(identity)
+    if notes is not None:
+        if unattached:
+            notes.append(
+                "DRA: ResourceSlices of pools " + ", ".join(sorted(unattached)) + " name no node "
+                "(spec.nodeName): their GPUs are not counted as capacity"
+            )
+        if guessed:
+            notes.append(
+                "DRA: MIG devices " + ", ".join(guessed) + " name no parentUUID: each counted "
+                "as a physical GPU of its own"
+            )
+    return {node: len(ids) for node, ids in sorted(identities.items())}
 
 
 # ---------------------------------------------------------------- rules
@@ -286,9 +395,13 @@ def _pending_gpus(claim: Mapping[str, Any]) -> Decimal:
 
 
 def _allocated_gpus(
-    claim: Mapping[str, Any], devices: Mapping[DeviceKey, SliceDevice], notes: list[str]
+    claim: Mapping[str, Any],
+    devices: Mapping[DeviceKey, SliceDevice],
+    notes: list[str],
+    by_node: dict[str, Decimal] | None = None,
 ) -> Decimal:
-    """Rule 3b: GPU-equivalents of the devices actually allocated to the claim."""
+    """Rule 3b: GPU-equivalents of the devices actually allocated to the claim; with
+    ``by_node``, also added there per node the devices are published on (Rule 6)."""
     total = Decimal(0)
     allocation = (claim.get("status") or {}).get("allocation") or {}
     for result in (allocation.get("devices") or {}).get("results") or ():
@@ -306,7 +419,10 @@ def _allocated_gpus(
                 f"{key[1]}/{key[2]}, not in any ResourceSlice: counted as 0 GPUs"
             )
             continue
-        total += gpu_equivalent(device)
+        amount = gpu_equivalent(device)
+        total += amount
+        if by_node is not None and amount and device.node is not None:
+            by_node[device.node] = by_node.get(device.node, Decimal(0)) + amount
     return total
 
 
@@ -314,6 +430,8 @@ def _allocated_gpus(
 class _PodIndex:
     live_uids: frozenset[str]
     pending_refs: frozenset[tuple[str, str]]
+    # uid → GpuPod of every live pod bound to a node (for the GPU inventory, Rule 5)
+    bound: Mapping[str, GpuPod] = field(default_factory=dict)
 
 
 def _index_pods(pods: Iterable[Mapping[str, Any]]) -> _PodIndex:
@@ -321,6 +439,7 @@ def _index_pods(pods: Iterable[Mapping[str, Any]]) -> _PodIndex:
     Pending pods."""
     live: set[str] = set()
     refs: set[tuple[str, str]] = set()
+    bound: dict[str, GpuPod] = {}
     for pod in pods:
         metadata = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
@@ -330,6 +449,13 @@ def _index_pods(pods: Iterable[Mapping[str, Any]]) -> _PodIndex:
             continue
         if metadata.get("uid"):
             live.add(str(metadata["uid"]))
+            if spec.get("nodeName"):
+                bound[str(metadata["uid"])] = GpuPod(
+                    node=str(spec["nodeName"]),
+                    namespace=str(metadata.get("namespace") or "default"),
+                    name=str(metadata.get("name") or ""),
+                    uid=str(metadata["uid"]),
+                )
         if spec.get("nodeName") or phase not in ("Pending", None):
             continue
         namespace = metadata.get("namespace") or "default"
@@ -339,7 +465,7 @@ def _index_pods(pods: Iterable[Mapping[str, Any]]) -> _PodIndex:
         for entry in status.get("resourceClaimStatuses") or ():
             if entry.get("resourceClaimName"):
                 refs.add((namespace, str(entry["resourceClaimName"])))
-    return _PodIndex(frozenset(live), frozenset(refs))
+    return _PodIndex(frozenset(live), frozenset(refs), bound)
 
 
 def claim_state(
@@ -374,11 +500,22 @@ def claim_state(
 
 @dataclass(frozen=True)
 class DraUsage:
-    """Per namespace, what counted claims add to ``allocated`` and ``pending``."""
+    """Per namespace, what counted claims add to ``allocated`` and ``pending``.
+
+    ``allocated_nodes``: per namespace, the ``nvidia.com/gpu`` of its allocated claims by the
+    node their devices are published on (``{namespace: {node: GPU-equivalents}}``; devices of
+    slices without a node are not in it), for the flavor attribution of Rule 6. ``node_gpus``:
+    physical DRA GPUs per node (Rule 5, :func:`node_gpus`). ``gpu_pods``: the bound live pods
+    reserving an allocated claim that holds GPUs (for the GPU inventory node agents report
+    against; extended-resource claims' pods are there already, through their own request).
+    """
 
     allocated: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
     pending: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    allocated_nodes: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    node_gpus: Mapping[str, int] = field(default_factory=dict)
+    gpu_pods: tuple[GpuPod, ...] = ()
 
 
 def dra_usage(objects: DraObjects, pods: Iterable[Mapping[str, Any]]) -> DraUsage:
@@ -391,13 +528,17 @@ def dra_usage(objects: DraObjects, pods: Iterable[Mapping[str, Any]]) -> DraUsag
        claim add its :func:`class_devices` (Rule 2) and its GPU-equivalents (Rule 3: the
        allocated devices, or the pending whole-GPU requests; 0 for an extended-resource claim)
        to its namespace's ``allocated`` or ``pending``. ``nvidia.com/gpu`` appears only when
-       the namespace's claims add more than 0.
+       the namespace's claims add more than 0. Allocated GPU-equivalents are also kept per
+       node of their devices (``allocated_nodes``, Rule 6).
+    4. Count each node's physical DRA GPUs (:func:`node_gpus`, Rule 5).
 
     Invariants: each claim counts at most once; deterministic for the same input.
     """
     index = _index_pods(pods)
     devices = slice_devices(objects.slices)
     out: dict[str, dict[str, Resources]] = {"allocated": {}, "pending": {}}
+    on_nodes: dict[str, dict[str, Decimal]] = {}
+    holders: dict[str, GpuPod] = {}
     notes: list[str] = []
     claims = sorted(
         objects.claims,
@@ -417,12 +558,30 @@ def dra_usage(objects: DraObjects, pods: Iterable[Mapping[str, Any]]) -> DraUsag
             into[name] = into.get(name, Decimal(0)) + n
         if _is_extended_resource_claim(claim):
             continue  # Rule 3c: already the pod's nvidia.com/gpu request
-        gpus = (
-            _allocated_gpus(claim, devices, notes) if state == "allocated" else _pending_gpus(claim)
-        )
+        if state == "allocated":
+            gpus = _allocated_gpus(claim, devices, notes, on_nodes.setdefault(namespace, {}))
+        else:
+            gpus = _pending_gpus(claim)
         if gpus:
             into[GPU] = into.get(GPU, Decimal(0)) + gpus
-    return DraUsage(allocated=out["allocated"], pending=out["pending"], notes=tuple(notes))
+            if state == "allocated":
+                for entry in (claim.get("status") or {}).get("reservedFor") or ():
+                    holder = index.bound.get(str(entry.get("uid") or ""))
+                    if holder is not None and entry.get("resource") == "pods":
+                        holders[holder.uid] = holder
+    gpus_per_node = node_gpus(devices, notes)
+    return DraUsage(
+        allocated=out["allocated"],
+        pending=out["pending"],
+        notes=tuple(notes),
+        allocated_nodes={ns: dict(sorted(by.items())) for ns, by in sorted(on_nodes.items()) if by},
+        node_gpus=gpus_per_node,
+        gpu_pods=tuple(sorted(holders.values(), key=_pod_order)),
+    )
+
+
+def _pod_order(pod: GpuPod) -> tuple[str, str, str, str]:
+    return (pod.node, pod.namespace, pod.name, pod.uid)
 
 
 def _plus(base: Mapping[str, Decimal], extra: Mapping[str, Decimal] | None) -> dict[str, Decimal]:
@@ -433,12 +592,30 @@ def _plus(base: Mapping[str, Decimal], extra: Mapping[str, Decimal] | None) -> d
 
 
 def add_dra_usage(
-    usage: ClusterUsage, dra: DraUsage, namespace_teams: Mapping[str, str]
+    usage: ClusterUsage,
+    dra: DraUsage,
+    namespace_teams: Mapping[str, str],
+    *,
+    nodes: Iterable[Mapping[str, Any]] | None = None,
+    parse_quantity: Callable[[Any], Decimal] | None = None,
 ) -> ClusterUsage:
     """``usage`` with ``dra`` added to its namespaces and teams (and its notes).
 
-    Capacity, flavors, per-flavor sums, pod counts and workloads are unchanged: DRA devices are
-    not attributed to a node flavor in this version.
+    With ``nodes`` (the dump's Node objects, the ones ``usage`` was aggregated from, and the
+    ``parse_quantity`` it used) also:
+
+    * Rule 5 — each node's physical DRA GPUs (``dra.node_gpus``) join ``capacity`` and
+      ``flavors[product]`` (``nvidia.com/gpu``) if the node is schedulable, counted once with
+      its device-plugin allocatable (``max`` of the two, noted when both are there), and the GPU
+      inventory ``gpu_nodes`` (every state; the ``nvidia.com/gpu.count`` label wins);
+    * Rule 6 — each namespace's allocated claim GPUs go to the flavor of the node their devices
+      are on: ``namespace_flavors`` and its team's ``flavor_allocated`` (no product label, or a
+      node missing from ``nodes``: no flavor, the ``""`` row).
+
+    The pods holding claimed GPUs (``dra.gpu_pods``) join the inventory's ``gpu_pods`` in any
+    case. Without ``nodes``, capacity, flavors, per-flavor sums and ``gpu_nodes`` are unchanged.
+    Pod counts and workloads are never changed. Only a node's ``nvidia.com/gpu`` is added:
+    device-class counts are claims' usage, not capacity.
     """
     names = sorted(set(usage.namespaces) | set(dra.allocated) | set(dra.pending))
     namespaces: dict[str, NamespaceUsage] = {}
@@ -455,7 +632,7 @@ def add_dra_usage(
         sums = teams.setdefault(team, {"allocated": {}, "pending": {}})
         sums["allocated"] = _plus(sums["allocated"], ns.allocated)
         sums["pending"] = _plus(sums["pending"], ns.pending)
-    return replace(
+    merged = replace(
         usage,
         namespaces=namespaces,
         teams={
@@ -463,4 +640,104 @@ def add_dra_usage(
             for slug in sorted(teams)
         },
         notes=(*usage.notes, *dra.notes),
+        gpu_pods=tuple(sorted(set(usage.gpu_pods) | set(dra.gpu_pods), key=_pod_order)),
+    )
+    if nodes is None:
+        return merged
+    if parse_quantity is None:
+        raise ValueError("add_dra_usage: nodes need the parse_quantity they were aggregated with")
+    return _add_dra_nodes(merged, dra, nodes, parse_quantity)
+
+
+def _gpu_count_label(node: Mapping[str, Any]) -> int | None:
+    """The node's ``nvidia.com/gpu.count`` label when it is a positive integer (as
+    :func:`monitoring.domain.aggregate.gpu_node` reads it)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    label = labels.get(GPU_COUNT_LABEL)
+    if isinstance(label, str) and label.isascii() and label.isdigit() and int(label) > 0:
+        return int(label)
+    return None
+
+
+def _add_dra_nodes(
+    usage: ClusterUsage,
+    dra: DraUsage,
+    nodes: Iterable[Mapping[str, Any]],
+    parse_quantity: Callable[[Any], Decimal],
+) -> ClusterUsage:
+    """Rules 5 and 6 of :func:`add_dra_usage` (``usage`` already holds the claims)."""
+    known: dict[str, NodeCapacity] = {}
+    labelled: dict[str, int | None] = {}
+    for node in nodes:
+        info = node_capacity(node, parse_quantity)
+        known[info.name] = info
+        labelled[info.name] = _gpu_count_label(node)
+    notes: list[str] = []
+    capacity = dict(usage.capacity)
+    flavors = {flavor: dict(amounts) for flavor, amounts in usage.flavors.items()}
+    gpu_nodes = dict(usage.gpu_nodes)
+
+    missing = sorted(name for name in dra.node_gpus if name not in known)
+    if missing:
+        lost = sum(dra.node_gpus[name] for name in missing)
+        notes.append(
+            f"DRA: ResourceSlices of nodes {', '.join(missing)} (not in the node list) publish "
+            f"{lost} GPUs: not counted as capacity"
+        )
+    for name, dra_gpus in dra.node_gpus.items():
+        info = known.get(name)
+        if info is None:
+            continue
+        plugin = info.allocatable.get(GPU, Decimal(0))
+        counted = max(plugin, Decimal(dra_gpus))
+        if plugin > 0:
+            notes.append(
+                f"DRA: node {name} advertises {json_number(plugin)} nvidia.com/gpu (device "
+                f"plugin) and publishes {dra_gpus} DRA GPUs: counted once, as "
+                f"{json_number(counted)}"
+            )
+        if labelled[name] is None:
+            before = gpu_nodes.get(name)
+            gpus = max(before.gpus if before else 0, int(counted))
+            gpu_nodes[name] = GpuNode(name=name, gpus=gpus, product=info.flavor)
+        extra = counted - plugin
+        if extra <= 0 or not info.schedulable:
+            continue
+        capacity[GPU] = capacity.get(GPU, Decimal(0)) + extra
+        if info.flavor is not None:
+            into = flavors.setdefault(info.flavor, {})
+            into[GPU] = into.get(GPU, Decimal(0)) + extra
+
+    namespace_flavors = {
+        ns: {flavor: dict(amounts) for flavor, amounts in by.items()}
+        for ns, by in usage.namespace_flavors.items()
+    }
+    flavor_allocated = {
+        team: {flavor: dict(amounts) for flavor, amounts in by.items()}
+        for team, by in usage.flavor_allocated.items()
+    }
+    for ns, by_node in sorted(dra.allocated_nodes.items()):
+        team = usage.namespaces[ns].team
+        for node, amount in sorted(by_node.items()):
+            info = known.get(node)
+            if info is None or info.flavor is None:
+                continue
+            for into in (
+                namespace_flavors.setdefault(ns, {}).setdefault(info.flavor, {}),
+                flavor_allocated.setdefault(team, {}).setdefault(info.flavor, {}),
+            ):
+                into[GPU] = into.get(GPU, Decimal(0)) + amount
+
+    return replace(
+        usage,
+        capacity=capacity,
+        flavors=dict(sorted(flavors.items())),
+        namespace_flavors={
+            ns: dict(sorted(by.items())) for ns, by in sorted(namespace_flavors.items())
+        },
+        flavor_allocated={
+            team: dict(sorted(by.items())) for team, by in sorted(flavor_allocated.items())
+        },
+        gpu_nodes=dict(sorted(gpu_nodes.items())),
+        notes=(*usage.notes, *notes),
     )

@@ -57,8 +57,9 @@ def print_usage(path):
     return json.loads(out.getvalue())
 
 
-# Three nodes of 64 cores, 256Gi and 110 pods each; only gpu-1 has device-plugin GPUs (8).
-CAPACITY = {"cpu": 3 * 64, "memory": 3 * 256 * GI, GPU: 8, "pods": 3 * 110}
+# Three nodes of 64 cores, 256Gi and 110 pods each; gpu-1 has 8 device-plugin GPUs, dra-1
+# publishes 8 whole GPUs, dra-2 MIG devices of 2 physical GPUs (GPU-dra2-0, GPU-dra2-1): 18.
+CAPACITY = {"cpu": 3 * 64, "memory": 3 * 256 * GI, GPU: 8 + 8 + 2, "pods": 3 * 110}
 
 
 @pytest.mark.django_db
@@ -66,7 +67,7 @@ def test_print_counts_device_plugin_and_dra_gpus_per_namespace():
     doc = print_usage(FIXTURE)
 
     assert doc == {
-        # DRA devices are not node allocatable: capacity is what the nodes list, as before.
+        # DRA GPUs are capacity as device-plugin GPUs are (Rule 5 of monitoring.domain.dra).
         "capacity": CAPACITY,
         "flavors": {H100: CAPACITY},
         "namespaces": {
@@ -172,11 +173,11 @@ def test_storing_the_dump_keeps_fractions_and_device_class_rows():
         (r.namespace, r.resource, r.flavor): (r.allocated, r.pending)
         for r in UsageSample.objects.all()
     }
-    # DRA GPUs are not attributed to a flavor: ml-c's 0.75 goes on the flavor "" row
-    assert rows[("ml-c", GPU, "")] == (Decimal("0.75"), Decimal(0))
-    # ml-a: plugin-train's 2 GPUs on gpu-1 (H100); the 3 DRA GPUs and 1 pending on ""
-    assert rows[("ml-a", GPU, H100)] == (Decimal(2), Decimal(0))
-    assert rows[("ml-a", GPU, "")] == (Decimal(3), Decimal(1))
+    # DRA GPUs carry their node's flavor (Rule 6): ml-c's 0.75 on dra-2 is H100
+    assert rows[("ml-c", GPU, H100)] == (Decimal("0.75"), Decimal(0))
+    # ml-a: plugin-train's 2 GPUs on gpu-1 and the 3 DRA GPUs on dra-1, all H100; 1 pending on ""
+    assert rows[("ml-a", GPU, H100)] == (Decimal(5), Decimal(0))
+    assert rows[("ml-a", GPU, "")] == (Decimal(0), Decimal(1))
     assert rows[("ops", GPU_CLASS, "")] == (Decimal(32), Decimal(0))
 
 
