@@ -11,17 +11,18 @@ objects (``kueue.x-k8s.io/v1beta2``, the version Kueue stores: ``apis/kueue/v1be
 * one **WorkloadPriorityClass** per tier (``value``, ``description``), beside the tier's
   PriorityClass (the pods' priority; Kueue orders and preempts workloads by the former);
 * the root **Cohort** ``fairshare.root`` and one **Cohort** per department (``parentName``: its
-  department or the root), one **ClusterQueue** per team and per department with namespaces of
-  its own (``<department>.own``, as on Volcano), with ``cohortName``, ``resourceGroups`` covering
+  department or the root), one **ClusterQueue** per team and per department with namespaces of its
+  own (``<department>.own``, as on Volcano), with ``cohortName``, ``resourceGroups`` covering
   *every* resource of the model (0 where a team has none: under Kueue's default quota check a
   workload asking for a resource its ClusterQueue does not cover is inadmissible, where Volcano
   leaves it unlimited; a DRA device class's count ``<class>.deviceclass.resource.k8s.io/devices``
   is covered under that name, which Kueue's ``resources.deviceClassMappings`` must map the class
-  to: ``kube.scheduler_config.kueue_config_warnings``, deploy/kueue/helm-values.yaml), amounts from :mod:`.quotas` (guarantee never lent, limit as ceiling,
-  fair allocation as nominal quota: the proof is there), ``fairSharing.weight`` = the team's
-  weight, ``namespaceSelector`` = the team's namespaces (``fairshare.io/team: <slug>``; a
-  ClusterQueue without one selects no namespace, ``clusterqueue_types.go``), and ``preemption``
-  from the tier (:func:`.manifests.preemption`);
+  to: ``kube.scheduler_config.kueue_config_warnings``, deploy/kueue/helm-values.yaml), amounts
+  from :mod:`.quotas` (guarantee never lent, limit as ceiling, fair allocation as nominal quota:
+  the proof is there), ``fairSharing.weight`` = the team's weight, ``namespaceSelector`` = the
+  team's namespaces (``fairshare.io/team: <slug>``; a ClusterQueue without one selects no
+  namespace, ``clusterqueue_types.go``), and ``preemption`` from the tier
+  (:func:`.manifests.preemption`);
 * per managed namespace: the backend-neutral objects (Namespace without Volcano's routing
   annotation, ResourceQuota, LimitRange, RoleBindings), a **LocalQueue** ``default`` pointing at
   the team's ClusterQueue — jobs name it with ``kueue.x-k8s.io/queue-name: default``, and a job
