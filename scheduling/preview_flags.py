@@ -15,6 +15,7 @@ from typing import Any
 from quotas.capacity_rule import committed_guarantees, usable_capacity
 from quotas.hierarchy import new_hierarchy_problems
 from quotas.quantities import format_quantity
+from scheduling.domain.render.amounts import device_class_of
 from scheduling.shares import DEMAND_USAGE, Problem, amount_string
 
 FLAG_GUARANTEES_OVER_CAPACITY = "guarantees-over-capacity"
@@ -22,6 +23,7 @@ FLAG_BELOW_USAGE = "below-usage"
 FLAG_GUARANTEES_SCALED = "guarantees-scaled"
 FLAG_HIERARCHY = "hierarchy"
 FLAG_ABOVE_DEMAND = "above-demand"
+FLAG_DEVICE_CLASS = "device-class"
 
 
 def _reserve_percent() -> str:
@@ -40,7 +42,9 @@ class Flag:
     ``guarantees-scaled`` (guarantees over the raw capacity: scaled down to solve),
     ``hierarchy`` (a department's limit under its teams' guarantees or limits: approval would be
     refused, ``quotas.hierarchy.check_hierarchy``), ``above-demand`` (a new limit above what the
-    team's workloads want now: today's allocation moves only up to that).
+    team's workloads want now: today's allocation moves only up to that), ``device-class`` (a
+    DRA device count the change sets: enforced per namespace and per queue, outside the fair
+    shares; with what the team's claims hold now).
     """
 
     kind: str
@@ -205,3 +209,57 @@ def hierarchy_flags(changes: Mapping[str, Mapping], after: Problem) -> list[Flag
         )
         for problem in new_hierarchy_problems(quotas)
     ]
+
+
+def device_class_flags(changes: Mapping[str, Mapping], after_problem: Problem) -> list[Flag]:
+    """What a DRA device-class line does (issue 34): a count of devices, not a fair-share
+    resource (no capacity is collected for it, so it is not in the solve). Its limit is the
+    namespaces' ResourceQuota ``<class>.deviceclass.resource.k8s.io/devices`` (claims beyond it
+    are refused when they are created) and the Volcano Queue's ``deviceclass/<class>`` count or
+    the Kueue ClusterQueue's quota of that name; the flag says so, with the devices the team's
+    claims hold now, per namespace (latest collection)."""
+    flags: list[Flag] = []
+    for slug, change in sorted(changes.items()):
+        team = after_problem.teams[slug]
+        resources = set(change.get("limit", {})) | set(change.get("guarantee", {}))
+        for resource in sorted(resources):
+            device_class = device_class_of(resource)
+            if device_class is None:
+                continue
+            holders = [
+                (ns, amounts[resource])
+                for member in after_problem.subtree(slug)
+                for ns, amounts in after_problem.teams[member].namespaces.items()
+                if amounts.get(resource, 0) > 0
+            ]
+            holders.sort(key=lambda item: (-item[1], item[0]))
+            held = sum((amount for _, amount in holders), Decimal(0))
+            limit = team.limit.get(resource)
+            ceiling = (
+                "no limit"
+                if limit is None
+                else f"a limit of {format_quantity(limit, resource)} devices"
+            )
+            over = (
+                " — above the new limit: existing claims keep their devices, new ones are refused"
+                if limit is not None and held > limit
+                else ""
+            )
+            flags.append(
+                Flag(
+                    kind=FLAG_DEVICE_CLASS,
+                    team=slug,
+                    resource=resource,
+                    namespaces=tuple(holders),
+                    message=(
+                        f"{device_class} devices (Dynamic Resource Allocation) are counted per "
+                        f"claim, not shared fairly: {ceiling} caps {slug}'s ResourceClaims of "
+                        "that class in its namespaces' ResourceQuota (a claim beyond it is "
+                        f"refused when it is created) and its queue (Volcano deviceclass/"
+                        f"{device_class}). Its claims hold {format_quantity(held, resource)} "
+                        f"now{over}. The GPUs they hold count in nvidia.com/gpu as "
+                        "GPU-equivalents (a 1g.10gb MIG slice is 0.125)."
+                    ),
+                )
+            )
+    return flags

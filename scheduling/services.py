@@ -31,6 +31,7 @@ from scheduling.pastuse import fold as fold_past_use
 from scheduling.preview_flags import (
     FLAG_ABOVE_DEMAND,
     FLAG_BELOW_USAGE,
+    FLAG_DEVICE_CLASS,
     FLAG_GUARANTEES_OVER_CAPACITY,
     FLAG_GUARANTEES_SCALED,
     FLAG_HIERARCHY,
@@ -38,6 +39,7 @@ from scheduling.preview_flags import (
     above_demand_flags,
     below_usage_flags,
     capacity_flags,
+    device_class_flags,
     hierarchy_flags,
 )
 from scheduling.reasons import problem_reasons
@@ -56,6 +58,7 @@ from scheduling.shares import (
 __all__ = [
     "FLAG_ABOVE_DEMAND",
     "FLAG_BELOW_USAGE",
+    "FLAG_DEVICE_CLASS",
     "FLAG_GUARANTEES_OVER_CAPACITY",
     "FLAG_GUARANTEES_SCALED",
     "FLAG_HIERARCHY",
@@ -523,6 +526,7 @@ def what_if(
     )
     flags += below_usage_flags(changes, after_problem, after)
     flags += above_demand_flags(changes, after_problem, after, inputs)
+    flags += device_class_flags(changes, after_problem)
     flags.extend(
         Flag(kind=FLAG_GUARANTEES_SCALED, message=note)
         for note in after_problem.notes

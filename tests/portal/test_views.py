@@ -439,6 +439,24 @@ def test_the_preview_flags_a_request_over_capacity(client, cast):
     assert "Over capacity" in response.content.decode()
 
 
+def test_the_preview_says_what_a_device_class_line_does(client, cast):
+    """Issue 34: a lead adding a DRA device class in the browser form sees what enforces it."""
+    login(client, cast.alice)
+    mig = "mig.nvidia.com.deviceclass.resource.k8s.io/devices"
+
+    response = client.post(
+        reverse("portal:quotarequest_preview", args=["team-a"]),
+        request_form_data(
+            **{"lines-1-resource": mig, "lines-1-guarantee": "0", "lines-1-limit": "8"}
+        ),
+    )
+
+    text = response.content.decode()
+    assert response.status_code == 200
+    assert "<strong>Device class:</strong> mig.nvidia.com devices (Dynamic Resource" in text
+    assert "a limit of 8 devices caps team-a&#x27;s ResourceClaims" in text
+
+
 def test_the_preview_asks_to_fix_bad_amounts_first(client, cast):
     login(client, cast.alice)
 

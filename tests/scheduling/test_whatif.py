@@ -289,3 +289,52 @@ def test_raising_a_measured_teams_limit_never_previews_more_than_it_wants(cast):
     assert note["resource"] == GPU
     assert "want 40 nvidia.com/gpu" in note["message"]
     assert "limit of 56" in note["message"]
+
+
+MIG_DEVICES = "mig.nvidia.com.deviceclass.resource.k8s.io/devices"
+
+
+@pytest.mark.django_db
+def test_a_device_class_line_is_named_with_what_enforces_it_and_what_the_team_holds(cast):
+    """Issue 34: a DRA device count is not in the solve; the preview says what the limit does
+    and what the team's claims hold now (from the latest collection), per namespace."""
+    UsageSample.objects.create(
+        taken_at=NOW,
+        team=cast.team_a,
+        namespace="team-a-ml",
+        resource=MIG_DEVICES,
+        allocated=Decimal(5),
+        pending=Decimal(1),
+    )
+    usage(cast.team_a, "team-a-ml", "0.625")  # the five 1g.10gb slices' GPU-equivalents
+    request = decisions.submit_request(
+        team=cast.team_a,
+        requester=cast.alice,
+        lines=[lines.LineInput(MIG_DEVICES, "0", "4")],
+        justification="Slices for notebooks.",
+    )
+
+    result = what_if_for_request(request, now=NOW)
+
+    [flag] = [f for f in result.flags if f.kind == "device-class"]
+    assert (flag.team, flag.resource) == ("team-a", MIG_DEVICES)
+    assert flag.namespaces == (("team-a-ml", Decimal(5)),)
+    assert flag.message == (
+        "mig.nvidia.com devices (Dynamic Resource Allocation) are counted per claim, not shared "
+        "fairly: a limit of 4 devices caps team-a's ResourceClaims of that class in its "
+        "namespaces' ResourceQuota (a claim beyond it is refused when it is created) and its "
+        "queue (Volcano deviceclass/mig.nvidia.com). Its claims hold 5 now — above the new "
+        "limit: existing claims keep their devices, new ones are refused. The GPUs they hold "
+        "count in nvidia.com/gpu as GPU-equivalents (a 1g.10gb MIG slice is 0.125)."
+    )
+    # The fair shares are untouched by the line; the team's usage shows the fraction.
+    outcome = result.teams["team-a"]
+    assert outcome.before.fair_allocation == outcome.after.fair_allocation
+    assert outcome.after.usage == {GPU: Decimal("0.625"), MIG_DEVICES: Decimal(5)}
+    assert MIG_DEVICES not in outcome.after.fair_allocation
+
+
+@pytest.mark.django_db
+def test_a_gpu_only_request_has_no_device_class_flag(cast):
+    result = what_if_for_request(request_gpus(cast, "20", "44"), now=NOW)
+    assert not [f for f in result.flags if f.kind == "device-class"]
