@@ -22,6 +22,7 @@ from config.env import (
     env_secret,
     env_str,
 )
+from monitoring.domain.dra import parse_gpu_equivalents
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("FAIRSHARE_VAR_DIR", str(BASE_DIR / "var")))
@@ -453,6 +454,15 @@ FAIRSHARE_USAGE_STRENGTH = env_decimal(
 )
 
 # ----------------------------------------------------------------------------- Monitoring
+# GPU-equivalents of DRA devices per DeviceClass (issue 34; docs/dra.md), in place of the
+# built-in rule (a whole GPU 1, a MIG device its memory slices / 8): CLASS=FRACTION (a fixed
+# fraction of a GPU per device, e.g. a time-shared GPU) or CLASS=slices/N (memory slices / N,
+# e.g. an A30's 4), comma-separated.
+FAIRSHARE_DRA_GPU_EQUIVALENTS_TEXT = env_str("FAIRSHARE_DRA_GPU_EQUIVALENTS", "")
+try:
+    FAIRSHARE_DRA_GPU_EQUIVALENTS = parse_gpu_equivalents(FAIRSHARE_DRA_GPU_EQUIVALENTS_TEXT)
+except ValueError as e:
+    raise ImproperlyConfigured(f"FAIRSHARE_DRA_GPU_EQUIVALENTS: {e}") from e
 FAIRSHARE_IDLE_GPU_THRESHOLD = env_int(
     "FAIRSHARE_IDLE_GPU_THRESHOLD", 10, min_value=0, max_value=100
 )

@@ -42,6 +42,12 @@ def _kueue() -> bool:
     return getattr(settings, "FAIRSHARE_SCHEDULER", "volcano") == "kueue"
 
 
+def _rules() -> dict:
+    """The per-DeviceClass GPU-equivalent rules (``FAIRSHARE_DRA_GPU_EQUIVALENTS``, read and
+    checked at start-up by config.settings)."""
+    return dict(getattr(settings, "FAIRSHARE_DRA_GPU_EQUIVALENTS", {}) or {})
+
+
 def observe_cluster(
     namespace_map: Mapping[str, str],
     *,
@@ -58,13 +64,16 @@ def observe_cluster(
     snapshot cannot be read, K8sError subclasses when the API server fails.
     """
     if api_client is not None:
-        return k8s_usage.collect(api_client, namespace_map, stats=stats, kueue=_kueue()), (
-            "kubernetes"
+        usage = k8s_usage.collect(
+            api_client, namespace_map, stats=stats, kueue=_kueue(), gpu_equivalents=_rules()
         )
+        return usage, "kubernetes"
     mode, _, arg = settings.FAIRSHARE_CLUSTER.partition(":")
     if mode == "snapshot":
         at = now or timezone.now()
-        usage = k8s_usage.from_snapshot(arg, namespace_map, stats=stats, now=at)
+        usage = k8s_usage.from_snapshot(
+            arg, namespace_map, stats=stats, now=at, gpu_equivalents=_rules()
+        )
         return usage, f"snapshot:{arg}"[:64]
     if mode == "disabled":
         raise CollectorError("usage collection is disabled (FAIRSHARE_CLUSTER=disabled)")
@@ -73,7 +82,10 @@ def observe_cluster(
     timeout = (5.0, float(getattr(settings, "FAIRSHARE_KUBE_TIMEOUT", 30)))
     client = build_api_client(mode, kubeconfig=arg or None, timeout=timeout)
     try:
-        return k8s_usage.collect(client, namespace_map, stats=stats, kueue=_kueue()), "kubernetes"
+        usage = k8s_usage.collect(
+            client, namespace_map, stats=stats, kueue=_kueue(), gpu_equivalents=_rules()
+        )
+        return usage, "kubernetes"
     finally:
         client.close()
 

@@ -210,13 +210,16 @@ def collect(
     attempts: int = 3,
     stats: Stats | None = None,
     kueue: bool = False,
+    gpu_equivalents: Mapping[str, dra.GpuEquivalentRule] | None = None,
 ) -> ClusterUsage:
     """Observe the cluster once and return its aggregate.
 
     ``namespace_teams`` maps namespace → team slug (others are ``unassigned``). ``stats``, if
     given, receives ``nodes`` and ``pods`` (objects read, from the successful attempt), and
     ``resourceclaims``, ``resourceslices``, ``deviceclasses`` when the cluster has DRA objects.
-    ``kueue``: also list Kueue's Workloads (the Kueue backend).
+    ``kueue``: also list Kueue's Workloads (the Kueue backend). ``gpu_equivalents``: the
+    per-DeviceClass GPU-equivalent rules (``settings.FAIRSHARE_DRA_GPU_EQUIVALENTS``,
+    :func:`monitoring.domain.dra.parse_gpu_equivalents`).
     Raises ``kube.errors.K8sError`` subclasses when the API keeps failing.
     """
 
@@ -272,7 +275,7 @@ def collect(
             counts.update(dra_counts)
             usage = dra.add_dra_usage(
                 usage,
-                dra.dra_usage(dra_objects, dra_pods),
+                dra.dra_usage(dra_objects, dra_pods, gpu_equivalents),
                 namespace_teams,
                 nodes=dra_nodes,
                 parse_quantity=parse_quantity,
@@ -308,6 +311,7 @@ def from_snapshot(
     *,
     stats: Stats | None = None,
     now: datetime | None = None,
+    gpu_equivalents: Mapping[str, dra.GpuEquivalentRule] | None = None,
 ) -> ClusterUsage:
     """Aggregate a ``kubectl get nodes,pods -A -o json`` dump (with DRA objects, if any).
 
@@ -344,7 +348,7 @@ def from_snapshot(
         if dra_objects is not None:
             usage = dra.add_dra_usage(
                 usage,
-                dra.dra_usage(dra_objects, pods),
+                dra.dra_usage(dra_objects, pods, gpu_equivalents),
                 namespace_teams,
                 nodes=nodes,
                 parse_quantity=parse_quantity,

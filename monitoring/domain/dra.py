@@ -104,6 +104,7 @@ __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
     "DraObjects",
     "DraUsage",
+    "GpuEquivalentRule",
     "SliceDevice",
     "add_dra_usage",
     "claim_state",
@@ -112,6 +113,7 @@ __all__ = [
     "dra_usage",
     "gpu_equivalent",
     "node_gpus",
+    "parse_gpu_equivalents",
     "physical_gpu",
     "slice_devices",
     "split_dra_items",
@@ -325,6 +327,88 @@ def gpu_equivalent(device: SliceDevice) -> Decimal:
     return Decimal(0)
 
 
+@dataclass(frozen=True)
+class GpuEquivalentRule:
+    """How a device of one DeviceClass counts in GPU-equivalents, configured per class
+    (``FAIRSHARE_DRA_GPU_EQUIVALENTS``, :func:`parse_gpu_equivalents`), in place of Rule 3b:
+    ``per_device`` — a fixed fraction of a GPU per device (a shared or time-sliced device, a
+    device of another driver); ``slices_of`` — the device's ``memorySlice<N>`` capacities ÷
+    this number (a MIG class of a GPU with other than 8 memory slices: the A30 has 4)."""
+
+    per_device: Decimal | None = None
+    slices_of: int | None = None
+
+    def amount(self, device: SliceDevice | None) -> Decimal | None:
+        """GPU-equivalents of one allocated ``device``; None when the rule needs the device's
+        memory slices and the device is not in the slices."""
+        if self.per_device is not None:
+            return self.per_device
+        if device is None or not self.slices_of:
+            return None
+        return Decimal(device.memory_slices) / Decimal(self.slices_of)
+
+
+_CLASS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_SLICES = re.compile(r"^slices/([0-9]+)$")
+
+
+def parse_gpu_equivalents(text: str) -> dict[str, GpuEquivalentRule]:
+    """Read ``CLASS=FRACTION`` / ``CLASS=slices/N`` entries, comma-separated (empty: none).
+
+    ``CLASS`` is a DeviceClass name (a DNS subdomain, metadata.name); ``FRACTION`` a decimal
+    with 0 < FRACTION <= 1 (GPU-equivalents per device); ``N`` a whole number >= 1 (memory
+    slices of the whole GPU). Raises ValueError naming the entry and the rule it breaks.
+    """
+    rules: dict[str, GpuEquivalentRule] = {}
+    for raw in (text or "").split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        name, sep, value = (part.strip() for part in entry.partition("="))
+        if not sep or not name or not value:
+            raise ValueError(f"entry {entry!r}: must be CLASS=FRACTION or CLASS=slices/N")
+        if len(name) > 253 or not _CLASS_NAME.match(name):
+            raise ValueError(
+                f"entry {entry!r}: {name!r} is not a DeviceClass name (a DNS subdomain: "
+                "lower-case letters, digits, '-' and '.', at most 253 characters)"
+            )
+        if name in rules:
+            raise ValueError(f"entry {entry!r}: DeviceClass {name} is configured twice")
+        slices = _SLICES.match(value)
+        if slices:
+            n = int(slices.group(1))
+            if n < 1:
+                raise ValueError(f"entry {entry!r}: slices/N needs a whole number N >= 1")
+            rules[name] = GpuEquivalentRule(slices_of=n)
+            continue
+        try:
+            fraction = Decimal(value)
+        except ArithmeticError:
+            fraction = None
+        if fraction is None or not fraction.is_finite() or not 0 < fraction <= 1:
+            raise ValueError(
+                f"entry {entry!r}: {value!r} must be a fraction of a GPU with 0 < FRACTION "
+                "<= 1, or slices/N"
+            )
+        rules[name] = GpuEquivalentRule(per_device=fraction)
+    return rules
+
+
+def _request_classes(claim: Mapping[str, Any]) -> dict[str, str]:
+    """The device class of each request name a claim's allocation results can name:
+    ``<request>`` for ``exactly``, ``<request>/<subrequest>`` for ``firstAvailable``
+    (types.go — ``DeviceRequestAllocationResult.Request``)."""
+    classes: dict[str, str] = {}
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+        name = str(request.get("name") or "")
+        exactly = request.get("exactly")
+        if exactly:
+            classes[name] = str(exactly.get("deviceClassName") or "")
+        for sub in request.get("firstAvailable") or ():
+            classes[f"{name}/{sub.get('name')}"] = str(sub.get("deviceClassName") or "")
+    return classes
+
+
 def class_resource(device_class: str) -> str:
     """The ResourceQuota name of a device class's device count."""
     return device_class + DEVICE_CLASS_SUFFIX
@@ -374,7 +458,9 @@ def _is_extended_resource_claim(claim: Mapping[str, Any]) -> bool:
     return annotations.get(EXTENDED_RESOURCE_CLAIM) == "true"
 
 
-def _pending_gpus(claim: Mapping[str, Any]) -> Decimal:
+def _pending_gpus(
+    claim: Mapping[str, Any], rules: Mapping[str, GpuEquivalentRule] | None = None
+) -> Decimal:
     """Rule 3d: whole GPUs of a pending claim's ``exactly`` ExactCount ``gpu.nvidia.com``
     requests (MIG, All and firstAvailable: the device is not chosen yet, nothing). Requests
     with ``adminAccess`` are 0, as their allocated results are (Rule 3b): admin access never
@@ -385,11 +471,18 @@ def _pending_gpus(claim: Mapping[str, Any]) -> Decimal:
     for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
         exactly = request.get("exactly")
         if (
-            exactly
-            and exactly.get("deviceClassName") == NVIDIA_GPU_CLASS
-            and (exactly.get("allocationMode") or "ExactCount") == "ExactCount"
-            and not exactly.get("adminAccess")
+            not exactly
+            or (exactly.get("allocationMode") or "ExactCount") != "ExactCount"
+            or exactly.get("adminAccess")
         ):
+            continue
+        rule = (rules or {}).get(str(exactly.get("deviceClassName") or ""))
+        if rule is not None:
+            # A configured class: its fixed fraction per device (a slices/N rule needs the
+            # device, not chosen yet: nothing).
+            if rule.per_device is not None:
+                total += _devices(exactly) * rule.per_device
+        elif exactly.get("deviceClassName") == NVIDIA_GPU_CLASS:
             total += _devices(exactly)
     return total
 
@@ -399,12 +492,37 @@ def _allocated_gpus(
     devices: Mapping[DeviceKey, SliceDevice],
     notes: list[str],
     by_node: dict[str, Decimal] | None = None,
+    rules: Mapping[str, GpuEquivalentRule] | None = None,
 ) -> Decimal:
     """Rule 3b: GPU-equivalents of the devices actually allocated to the claim; with
-    ``by_node``, also added there per node the devices are published on (Rule 6)."""
+    ``by_node``, also added there per node the devices are published on (Rule 6). A result of
+    a request whose DeviceClass has a configured :class:`GpuEquivalentRule` counts by that
+    rule instead, whatever its driver."""
     total = Decimal(0)
     allocation = (claim.get("status") or {}).get("allocation") or {}
+    classes = _request_classes(claim) if rules else {}
     for result in (allocation.get("devices") or {}).get("results") or ():
+        rule = (rules or {}).get(classes.get(str(result.get("request") or ""), ""))
+        if rule is not None and not result.get("adminAccess"):
+            key = (
+                str(result.get("driver") or ""),
+                str(result.get("pool") or ""),
+                str(result.get("device") or ""),
+            )
+            device = devices.get(key)
+            amount = rule.amount(device)
+            if amount is None:
+                metadata = claim.get("metadata") or {}
+                notes.append(
+                    f"DRA: claim {metadata.get('namespace')}/{metadata.get('name')} holds "
+                    f"device {key[1]}/{key[2]}, not in any ResourceSlice: its memory slices "
+                    "are unknown, counted as 0 GPUs"
+                )
+                continue
+            total += amount
+            if by_node is not None and amount and device is not None and device.node:
+                by_node[device.node] = by_node.get(device.node, Decimal(0)) + amount
+            continue
         if result.get("driver") != NVIDIA_DRIVER or result.get("adminAccess"):
             # Admin access does not hold the device (pkg/scheduler/framework/plugins/
             # dynamicresources/allocateddevices.go — foreachAllocatedDevice): 0, or it would
@@ -518,8 +636,13 @@ class DraUsage:
     gpu_pods: tuple[GpuPod, ...] = ()
 
 
-def dra_usage(objects: DraObjects, pods: Iterable[Mapping[str, Any]]) -> DraUsage:
-    """Count the claims of ``objects`` against ``pods`` (all of the dump's pods, finished too).
+def dra_usage(
+    objects: DraObjects,
+    pods: Iterable[Mapping[str, Any]],
+    gpu_equivalents: Mapping[str, GpuEquivalentRule] | None = None,
+) -> DraUsage:
+    """Count the claims of ``objects`` against ``pods`` (all of the dump's pods, finished too);
+    ``gpu_equivalents`` are the per-class rules that replace Rule 3b/3d for their classes.
 
     Steps:
     1. Index the pods: live uids; claims referenced by unbound Pending pods (Rule 1).
@@ -559,9 +682,11 @@ def dra_usage(objects: DraObjects, pods: Iterable[Mapping[str, Any]]) -> DraUsag
         if _is_extended_resource_claim(claim):
             continue  # Rule 3c: already the pod's nvidia.com/gpu request
         if state == "allocated":
-            gpus = _allocated_gpus(claim, devices, notes, on_nodes.setdefault(namespace, {}))
+            gpus = _allocated_gpus(
+                claim, devices, notes, on_nodes.setdefault(namespace, {}), gpu_equivalents
+            )
         else:
-            gpus = _pending_gpus(claim)
+            gpus = _pending_gpus(claim, gpu_equivalents)
         if gpus:
             into[GPU] = into.get(GPU, Decimal(0)) + gpus
             if state == "allocated":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from django.utils import timezone
@@ -39,7 +40,13 @@ class Command(BaseCommand):
         now = timezone.now()
         try:
             if snapshot:
-                usage = k8s_usage.from_snapshot(snapshot, namespace_map, stats=stats, now=now)
+                usage = k8s_usage.from_snapshot(
+                    snapshot,
+                    namespace_map,
+                    stats=stats,
+                    now=now,
+                    gpu_equivalents=settings.FAIRSHARE_DRA_GPU_EQUIVALENTS,
+                )
                 source = f"snapshot:{snapshot}"[:64]
             else:
                 usage, source = collection.observe_cluster(namespace_map, stats=stats, now=now)
