@@ -176,9 +176,12 @@ def store_gpu_inventory(usage: ClusterUsage, *, now: datetime) -> None:
     collection's. Call inside the collection's transaction, so ingest always sees one whole
     collection. Pods bound to a node the node list did not show are left out (an agent there
     has no GPUs to report by the cluster's account)."""
-    pods: dict[str, list[list[str]]] = defaultdict(list)
+    pods: dict[str, list[list]] = defaultdict(list)
     for pod in usage.gpu_pods:
-        pods[pod.node].append([pod.namespace[:63], pod.name[:253], pod.uid[:64]])
+        row: list = [pod.namespace[:63], pod.name[:253], pod.uid[:64]]
+        if pod.gpu_uuids:
+            row.append([uuid[:64] for uuid in pod.gpu_uuids])  # held through DRA claims
+        pods[pod.node].append(row)
     GpuInventoryNode.objects.all().delete()
     GpuInventoryNode.objects.bulk_create(
         (

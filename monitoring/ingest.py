@@ -104,19 +104,26 @@ class _Inventory:
     product: str
     by_uid: Mapping[str, tuple[str, str]]  # pod uid → (namespace, name)
     by_name: frozenset[tuple[str, str]]  # (namespace, name)
+    # GPU UUID → the (namespace, name) of the pods holding it through DRA claims, sorted
+    by_gpu: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, node: str) -> _Inventory | None:
         row = GpuInventoryNode.objects.filter(name=node).first()
         if row is None:
             return None
-        pods = [(uid, ns, name) for ns, name, uid in row.pods]
+        pods = [(entry[2], entry[0], entry[1]) for entry in row.pods]
+        by_gpu: dict[str, set[tuple[str, str]]] = {}
+        for entry in row.pods:
+            for uuid in entry[3] if len(entry) > 3 else ():
+                by_gpu.setdefault(uuid, set()).add((entry[0], entry[1]))
         return cls(
             node=node,
             gpus=row.gpus,
             product=row.product,
             by_uid={uid: (ns, name) for uid, ns, name in pods if uid},
             by_name=frozenset((ns, name) for _, ns, name in pods),
+            by_gpu={uuid: tuple(sorted(held)) for uuid, held in by_gpu.items()},
         )
 
     def pod(self, proc: Mapping) -> tuple[str, str] | None:
@@ -134,9 +141,18 @@ class _Inventory:
         return None
 
 
-def _attribution(processes: Any, inventory: _Inventory) -> tuple[str, str]:
+def _attribution(processes: Any, inventory: _Inventory, uuid: str = "") -> tuple[str, str]:
     """Pick the pod of a GPU: among its processes' pods (each must be on the node), the one
-    using the most memory (ties: by name). Processes outside pods are ignored."""
+    using the most memory (ties: by name). Processes outside pods are ignored. When no process
+    names a pod, the pod holding the GPU through a DRA claim (the collection's ResourceSlices
+    name its UUID; several pods sharing one claim: the first by name) is the GPU's."""
+    namespace, pod = _process_attribution(processes, inventory)
+    if not pod and uuid in inventory.by_gpu:
+        namespace, pod = inventory.by_gpu[uuid][0]
+    return namespace, pod
+
+
+def _process_attribution(processes: Any, inventory: _Inventory) -> tuple[str, str]:
     if processes is None:
         return "", ""
     if not isinstance(processes, list):
@@ -221,7 +237,7 @@ def _parse_sample(raw: Any, *, inventory: _Inventory | None, node: str, now: dat
         # The flavor comes from the cluster: a node without a product label has none, so its
         # samples carry none either (they must match the node's allocated amounts).
         model = ""
-    namespace, pod = _attribution(raw.get("processes"), inventory)
+    namespace, pod = _attribution(raw.get("processes"), inventory, uuid)
     return GpuSample(
         taken_at=taken_at,
         node=node,

@@ -145,12 +145,18 @@ class GpuNode:
 
 @dataclass(frozen=True, slots=True)
 class GpuPod:
-    """A pod bound to a node that requests GPUs (``*/gpu`` or MIG ``*/mig-*`` resources)."""
+    """A pod bound to a node that requests GPUs (``*/gpu`` or MIG ``*/mig-*`` resources).
+
+    ``gpu_uuids``: the physical GPUs it holds through DRA claims, where the ResourceSlices name
+    them (``monitoring.domain.dra``): a node agent's sample of such a GPU whose processes name
+    no pod is attributed to it (``monitoring.ingest``); empty for device-plugin GPUs, whose
+    UUIDs Kubernetes does not publish."""
 
     node: str
     namespace: str
     name: str
     uid: str
+    gpu_uuids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,9 @@ otherwise, NVIDIA's driver is NVIDIA/k8s-dra-driver-gpu v25.12.0.
   ``getVerifiedPodUsage``). A pending claim adds ``count`` whole GPUs per ``exactly`` ExactCount
   request of class ``gpu.nvidia.com`` (pending MIG, All and firstAvailable requests: nothing, the
   device is not chosen yet).
+* **Per DeviceClass** (``FAIRSHARE_DRA_GPU_EQUIVALENTS``, :func:`parse_gpu_equivalents`): a
+  configured class replaces Rule 3b/3d for its requests' results: a fixed fraction per device,
+  or memory slices ÷ N (docs/dra.md).
 * **Rule 4** — cpu, memory and the pods' own requests are untouched; a dump without
   ``resource.k8s.io`` objects gives exactly the aggregation's output.
 * **Rule 5 — capacity from ResourceSlices** (with the dump's nodes, :func:`add_dra_usage`). A
@@ -544,6 +547,31 @@ def _allocated_gpus(
     return total
 
 
+def _claimed_gpu_uuids(
+    claim: Mapping[str, Any], devices: Mapping[DeviceKey, SliceDevice]
+) -> set[str]:
+    """The UUIDs of the physical GPUs an allocated claim's devices are on (a whole GPU's
+    ``uuid``, a MIG device's ``parentUUID``: what NVML reports as the GPU's UUID, so a node
+    agent's sample joins the claim by it). Admin-access results hold nothing."""
+    uuids: set[str] = set()
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    for result in (allocation.get("devices") or {}).get("results") or ():
+        if result.get("adminAccess"):
+            continue
+        key = (
+            str(result.get("driver") or ""),
+            str(result.get("pool") or ""),
+            str(result.get("device") or ""),
+        )
+        device = devices.get(key)
+        if device is None:
+            continue
+        uuid = device.uuid if device.type == "gpu" else device.parent_uuid
+        if uuid:
+            uuids.add(uuid)
+    return uuids
+
+
 @dataclass(frozen=True)
 class _PodIndex:
     live_uids: frozenset[str]
@@ -690,10 +718,14 @@ def dra_usage(
         if gpus:
             into[GPU] = into.get(GPU, Decimal(0)) + gpus
             if state == "allocated":
+                uuids = _claimed_gpu_uuids(claim, devices)
                 for entry in (claim.get("status") or {}).get("reservedFor") or ():
-                    holder = index.bound.get(str(entry.get("uid") or ""))
+                    holder = holders.get(str(entry.get("uid") or "")) or index.bound.get(
+                        str(entry.get("uid") or "")
+                    )
                     if holder is not None and entry.get("resource") == "pods":
-                        holders[holder.uid] = holder
+                        held = tuple(sorted(set(holder.gpu_uuids) | uuids))
+                        holders[holder.uid] = replace(holder, gpu_uuids=held)
     gpus_per_node = node_gpus(devices, notes)
     return DraUsage(
         allocated=out["allocated"],
@@ -714,6 +746,19 @@ def _plus(base: Mapping[str, Decimal], extra: Mapping[str, Decimal] | None) -> d
     for name, amount in (extra or {}).items():
         total[name] = total[name] + amount if name in total else amount
     return total
+
+
+def _merged_pods(*groups: Iterable[GpuPod]) -> tuple[GpuPod, ...]:
+    """The pods of ``groups``, once per uid (a pod with device-plugin GPUs and claimed ones:
+    the union of their GPU UUIDs), in inventory order."""
+    by_uid: dict[tuple[str, str, str, str], GpuPod] = {}
+    for group in groups:
+        for pod in group:
+            key = (pod.node, pod.namespace, pod.name, pod.uid)
+            seen = by_uid.get(key)
+            uuids = set(pod.gpu_uuids) | set(seen.gpu_uuids if seen else ())
+            by_uid[key] = replace(pod, gpu_uuids=tuple(sorted(uuids)))
+    return tuple(sorted(by_uid.values(), key=_pod_order))
 
 
 def add_dra_usage(
@@ -765,7 +810,7 @@ def add_dra_usage(
             for slug in sorted(teams)
         },
         notes=(*usage.notes, *dra.notes),
-        gpu_pods=tuple(sorted(set(usage.gpu_pods) | set(dra.gpu_pods), key=_pod_order)),
+        gpu_pods=_merged_pods(usage.gpu_pods, dra.gpu_pods),
     )
     if nodes is None:
         return merged

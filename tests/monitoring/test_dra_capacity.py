@@ -259,16 +259,17 @@ def test_the_gpu_inventory_holds_dra_nodes_whatever_their_state():
 def test_the_gpu_inventory_lists_the_pods_holding_claimed_gpus():
     usage = usage_of(cluster_items())
 
-    # plugin by its own request; the others by their claims (mig-0 and mig-1 share one);
-    # waiting is unbound
+    # plugin by its own request; the others by their claims (mig-0 and mig-1 share one), with
+    # the UUIDs of the physical GPUs their devices are on (a MIG device: its parentUUID), which
+    # the slices name and NVML reports; waiting is unbound
     assert usage.gpu_pods == (
-        GpuPod("a", "vision", "train", "uid-vision-train"),
-        GpuPod("b", "nlp", "whole", "uid-nlp-whole"),
-        GpuPod("b", "vision", "mig-0", "uid-vision-mig-0"),
-        GpuPod("b", "vision", "mig-1", "uid-vision-mig-1"),
-        GpuPod("c", "nlp", "stuck", "uid-nlp-stuck"),
+        GpuPod("a", "vision", "train", "uid-vision-train", ("GPU-a0", "GPU-a1")),
+        GpuPod("b", "nlp", "whole", "uid-nlp-whole", ("GPU-b1",)),
+        GpuPod("b", "vision", "mig-0", "uid-vision-mig-0", ("GPU-b0",)),
+        GpuPod("b", "vision", "mig-1", "uid-vision-mig-1", ("GPU-b0",)),
+        GpuPod("c", "nlp", "stuck", "uid-nlp-stuck", ("GPU-c0",)),
         GpuPod("d", "vision", "plugin", "uid-vision-plugin"),
-        GpuPod("e", "nlp", "plain", "uid-nlp-plain"),
+        GpuPod("e", "nlp", "plain", "uid-nlp-plain", ("GPU-e0",)),
     )
 
 
