@@ -20,7 +20,9 @@ from monitoring.domain.subtree import descendants, subtree_totals
 from monitoring.models import UsageSample
 from quotas.models import Team
 
-__all__ = ["CurrentUsage", "current_usage", "subtree_ids"]
+__all__ = ["CurrentUsage", "current_usage", "gpus_by_product", "subtree_ids"]
+
+GPU = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)
@@ -75,3 +77,31 @@ def current_usage() -> CurrentUsage:
         allocated=subtree_totals(parents, own_allocated),
         pending=subtree_totals(parents, own_pending),
     )
+
+
+def gpus_by_product(taken_at: datetime | None = None) -> dict[int, dict[str, Decimal]]:
+    """GPU-equivalents allocated now per team id and GPU product (the latest collection's
+    ``nvidia.com/gpu`` rows by flavor: device-plugin GPUs and DRA claims' GPUs together, a MIG
+    slice as its fraction, issue 34); ``""`` is GPUs on nodes without a product label.
+    Departments summed over their subtree, as :func:`current_usage`. One query (two without
+    ``taken_at``) plus one for the tree."""
+    if taken_at is None:
+        taken_at = UsageSample.objects.aggregate(t=Max("taken_at"))["t"]
+        if taken_at is None:
+            return {}
+    own: dict[int, dict[str, Decimal]] = defaultdict(dict)
+    for row in (
+        UsageSample.objects.filter(
+            taken_at=taken_at, team__isnull=False, resource=GPU, allocated__gt=0
+        )
+        .values("team_id", "flavor")
+        .annotate(a=Sum("allocated"))
+        .order_by()
+    ):
+        own[row["team_id"]][row["flavor"]] = row["a"] or Decimal(0)
+    totals = subtree_totals(_parents(), own)
+    return {
+        team: {str(f): a for f, a in sorted(amounts.items(), key=lambda item: str(item[0]))}
+        for team, amounts in totals.items()
+        if any(amounts.values())
+    }

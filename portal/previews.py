@@ -77,6 +77,13 @@ def present_whatif(
     # (issue 29). Its movement is told in words (``sources``), never as a team giving up.
     chain = set(whatif_domain.ancestors(by_slug, focus)) if focus in by_slug else set()
     if focused is not None:
+        # GPU-equivalents the team holds now per GPU product (issue 34); older stored previews
+        # have none.
+        in_use = (data.get("gpu_in_use") or {}).get(focus) or {}
+        focused["gpu_products"] = sorted(
+            ((product, decimal_or_zero(amount)) for product, amount in in_use.items()),
+            key=lambda item: (item[0] == "", item[0]),
+        )
         focused["reasons"] = _untouched_reasons(data, focused, focus)
         focused["explanation_change"] = _explanation_change(data, focus)
     hidden = [t for t in teams if t["changed"] and not named(t["slug"]) and t["slug"] not in chain]

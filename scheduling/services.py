@@ -20,6 +20,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from monitoring.usage import gpus_by_product
 from quotas.domain.quantity import is_byte_resource
 from quotas.models import QuotaRequest
 from quotas.quantities import is_integral_resource, parse_quantity
@@ -422,6 +423,8 @@ class WhatIf:
     teams: dict[str, TeamOutcome]  # by slug
     flags: list[Flag] = field(default_factory=list)
     usage_taken_at: datetime | None = None
+    # GPU-equivalents in use now per team and GPU product (issue 34), for the changed teams
+    gpu_in_use: dict[str, dict[str, Decimal]] = field(default_factory=dict)
 
     @property
     def losers(self) -> dict[str, Amounts]:
@@ -438,6 +441,10 @@ class WhatIf:
             "teams": [outcome.to_dict() for _, outcome in sorted(self.teams.items())],
             "losers": {slug: amounts_json(lost) for slug, lost in sorted(self.losers.items())},
             "flags": [flag.to_dict() for flag in self.flags],
+            "gpu_in_use": {
+                slug: {product: amount_string(a) for product, a in sorted(by_product.items())}
+                for slug, by_product in sorted(self.gpu_in_use.items())
+            },
         }
 
 
@@ -532,6 +539,7 @@ def what_if(
         for note in after_problem.notes
         if note not in before_problem.notes
     )
+    in_use = gpus_by_product(inputs.usage_taken_at) if inputs.usage_taken_at else {}
     return WhatIf(
         computed_at=now,
         changes=_changes_json(changes),
@@ -539,6 +547,11 @@ def what_if(
         teams=outcomes,
         flags=flags,
         usage_taken_at=inputs.usage_taken_at,
+        gpu_in_use={
+            slug: in_use[inputs.teams[slug].id]
+            for slug in sorted(changes)
+            if slug in inputs.teams and inputs.teams[slug].id in in_use
+        },
     )
 
 
