@@ -19,6 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
+from quotas import direct
 from quotas.models import TeamQuota
 from quotas.quantities import validate_resource_name
 from scheduling.choices import SyncStatus
@@ -333,3 +334,39 @@ def test_the_shipped_kueue_configuration_passes_kueues_mapping_rules():
     # gpu.nvidia.com carries extendedResourceName: nvidia.com/gpu under DRAExtendedResource;
     # mapped, Kueue would charge plain nvidia.com/gpu requests under the mapping's name.
     assert "gpu.nvidia.com" not in classes
+
+
+def test_lowering_a_device_class_limit_while_claims_hold_devices_converges(synced, cast):
+    """A transition with workloads running: two claims hold the team's two devices; an admin
+    lowers the limit to 1. The sync writes hard: 1 to the ResourceQuota and deviceclass/… 1 to
+    the Queue; the two claims stay (ResourceQuota admission never deletes, it only refuses new
+    charges: staging/src/k8s.io/apiserver/pkg/admission/plugin/resourcequota/controller.go —
+    ``checkRequest``); a third is refused naming used 2 over limited 1; raising the limit back
+    admits it."""
+    for name in ("one", "two"):
+        create(synced, claim(name, exactly()))
+
+    direct.set_team_quota(
+        cast.team_a, GPU_DEVICES, guarantee="0", limit="1", actor=cast.root, announce=False
+    )
+    run = run_sync(create_run(dry_run=False).pk)
+    run.refresh_from_db()
+
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    assert synced.get("ResourceQuota", "fairshare", NAMESPACE)["spec"]["hard"][GPU_DEVICES] == "1"
+    assert volcano_dra_counts(queue_spec(synced, "team-a")["capability"])["gpu.nvidia.com"] == 1
+    names = {c["metadata"]["name"] for c in synced.objects("ResourceClaim")}
+    assert {"one", "two"} <= names
+    assert (
+        f"requested: {GPU_DEVICES}=1, used: {GPU_DEVICES}=2, limited: {GPU_DEVICES}=1"
+        in refused(synced, claim("three", exactly()))
+    )
+
+    direct.set_team_quota(
+        cast.team_a, GPU_DEVICES, guarantee="0", limit="3", actor=cast.root, announce=False
+    )
+    run = run_sync(create_run(dry_run=False).pk)
+    run.refresh_from_db()
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    create(synced, claim("three", exactly()))
+    assert volcano_dra_counts(queue_spec(synced, "team-a")["capability"])["gpu.nvidia.com"] == 3
