@@ -22,7 +22,7 @@ effect
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -30,10 +30,6 @@ from kubernetes import client as k8s_client
 
 from .client import request_json
 from .errors import K8sNotFound, K8sPermanent
-
-# kubernetes pkg/quota/v1/evaluator/core/resource_claims.go — V1ResourceByDeviceClass: a device
-# class's device count, the name Fairshare's quota and the ClusterQueues use for it.
-DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 
 __all__ = [
     "CONFIG_KEY",
@@ -69,7 +65,9 @@ def read_scheduler_config(
     return text if isinstance(text, str) else None
 
 
-def kueue_config_warnings(text: str, *, device_classes: Iterable[str] = ()) -> list[str]:
+def kueue_config_warnings(
+    text: str, *, device_classes: Mapping[str, str] | None = None
+) -> list[str]:
     """What is wrong with Kueue's Configuration ``text`` for Fairshare (empty: nothing).
 
     1. unparseable → one warning saying so;
@@ -77,9 +75,10 @@ def kueue_config_warnings(text: str, *, device_classes: Iterable[str] = ()) -> l
        first come, first served (the silently-off configuration of kueue#11134);
     3. ``resources.quotaCheckStrategy`` other than the default ``BlockUndeclared`` is fine
        (Fairshare covers every resource either way) and not reported;
-    4. for each DRA DeviceClass of ``device_classes`` (those some team has quota on), the
-       Configuration must map it to ``<class>.deviceclass.resource.k8s.io/devices``, the name
-       the ClusterQueues cover: ``resources.deviceClassMappings[].{name, deviceClassNames}``
+    4. for each DRA DeviceClass of ``device_classes`` (those some team has quota on, each with
+       the resource name the ClusterQueues cover it by:
+       ``<class>.deviceclass.resource.k8s.io/devices``), the Configuration must map it to that
+       name: ``resources.deviceClassMappings[].{name, deviceClassNames}``
        (kueue apis/config/v1beta2/configuration_types.go — ``DeviceClassMapping``). Unmapped, a
        workload whose ResourceClaimTemplate names the class is inadmissible ("DeviceClass … is
        not mapped in DRA configuration", kueue pkg/dra/claims.go —
@@ -101,8 +100,7 @@ def kueue_config_warnings(text: str, *, device_classes: Iterable[str] = ()) -> l
             "first come, first served; see deploy/kueue/helm-values.yaml"
         )
     mapped = _device_class_mappings(config)
-    for device_class in sorted(set(device_classes)):
-        wanted = device_class + DEVICE_CLASS_SUFFIX
+    for device_class, wanted in sorted((device_classes or {}).items()):
         name = mapped.get(device_class)
         if name is None:
             warnings.append(

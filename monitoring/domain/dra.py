@@ -90,6 +90,8 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
+from quotas.domain.quantity import DEVICE_CLASS_SUFFIX
+
 from .aggregate import (
     GPU_COUNT_LABEL,
     UNASSIGNED,
@@ -131,9 +133,6 @@ ALLOCATION_RESULTS_MAX_SIZE = 32
 MIG_MEMORY_SLICES = 8
 # types.go — ExtendedResourceClaimAnnotation.
 EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
-# pkg/quota/v1/evaluator/core/resource_claims.go — V1ResourceByDeviceClass
-# (class + corev1.ResourceClaimsPerClass).
-DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 
 _DRA_API = "resource.k8s.io/"
 _FINISHED = frozenset({"Succeeded", "Failed"})

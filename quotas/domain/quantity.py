@@ -17,7 +17,18 @@ from __future__ import annotations
 
 from decimal import ROUND_CEILING, Decimal
 
-__all__ = ["BINARY_SUFFIXES", "format_quantity", "is_byte_resource"]
+__all__ = [
+    "BINARY_SUFFIXES",
+    "DEVICE_CLASS_SUFFIX",
+    "device_class_of",
+    "format_quantity",
+    "is_byte_resource",
+]
+
+# A DRA device class's device count, as a ResourceQuota names it: ``<class>`` + this (kubernetes
+# pkg/quota/v1/evaluator/core/resource_claims.go — V1ResourceByDeviceClass, with
+# corev1.ResourceClaimsPerClass), charged by the ResourceClaim evaluator, never ``requests.``.
+DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
 
 BINARY_SUFFIXES: tuple[tuple[str, int], ...] = (
     ("Ei", 2**60),
@@ -29,6 +40,13 @@ BINARY_SUFFIXES: tuple[tuple[str, int], ...] = (
 )
 
 _BYTE_RESOURCES = {"memory", "ephemeral-storage", "storage"}
+
+
+def device_class_of(resource: str) -> str | None:
+    """The DeviceClass a ``<class>.deviceclass.resource.k8s.io/devices`` name counts, else None."""
+    if resource.endswith(DEVICE_CLASS_SUFFIX) and len(resource) > len(DEVICE_CLASS_SUFFIX):
+        return resource[: -len(DEVICE_CLASS_SUFFIX)]
+    return None
 
 
 def is_byte_resource(resource: str) -> bool:

@@ -36,7 +36,7 @@ from scheduling.domain.plan import (
     render_diff,
 )
 from scheduling.domain.render import CLUSTER_KINDS, LABEL_TEAM, QUEUE_KINDS
-from scheduling.domain.render.amounts import DEVICE_CLASS_SUFFIX, VOLCANO_DEVICE_CLASS_PREFIX
+from scheduling.domain.render.amounts import VOLCANO_DEVICE_CLASS_PREFIX, device_class_of
 from scheduling.exceptions import SyncError
 from scheduling.models import SyncRun
 from scheduling.sync.progress import Progress
@@ -239,16 +239,18 @@ def _config_text(api_client: Any, setting: str, default: str, key: str) -> tuple
         return where, None
 
 
-def _covered_device_classes(desired: Sequence[Mapping[str, Any]]) -> set[str]:
-    """The DRA DeviceClasses whose device counts the desired ClusterQueues cover."""
-    classes: set[str] = set()
+def _covered_device_classes(desired: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The DRA DeviceClasses whose device counts the desired ClusterQueues cover, each with the
+    resource name it is covered by."""
+    classes: dict[str, str] = {}
     for obj in desired:
         if obj.get("kind") != "ClusterQueue":
             continue
         for group in (obj.get("spec") or {}).get("resourceGroups") or ():
             for resource in group.get("coveredResources") or ():
-                if resource.endswith(DEVICE_CLASS_SUFFIX):
-                    classes.add(resource[: -len(DEVICE_CLASS_SUFFIX)])
+                device_class = device_class_of(resource)
+                if device_class is not None:
+                    classes[device_class] = resource
     return classes
 
 

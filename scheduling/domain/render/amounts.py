@@ -23,29 +23,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
 
-from quotas.domain.quantity import format_quantity, is_byte_resource
+from quotas.domain.quantity import (
+    DEVICE_CLASS_SUFFIX,
+    device_class_of,
+    format_quantity,
+    is_byte_resource,
+)
 from scheduling.domain.types import TeamSpec
 
 from .labels import OWN_QUEUE_SUFFIX
 
-# A DRA device count's quota name is the resource name itself: kubernetes
-# pkg/quota/v1/evaluator/core/resource_claims.go V1ResourceByDeviceClass (class +
-# corev1.ResourceClaimsPerClass), charged by the ResourceClaim evaluator, never ``requests.``.
-# Queues carry it too, under this name; each backend's encoder names it as its scheduler reads
-# it (Volcano: ``deviceclass/<class>``, :func:`volcano_resource`; Kueue: the name itself, which
-# its Configuration's ``deviceClassMappings`` must map the class to).
-DEVICE_CLASS_SUFFIX = ".deviceclass.resource.k8s.io/devices"
+# A DRA device count's quota name (quotas.domain.quantity.DEVICE_CLASS_SUFFIX) is carried by
+# the queues too, under this name; each backend's encoder names it as its scheduler reads it
+# (Volcano: ``deviceclass/<class>``, :func:`volcano_resource`; Kueue: the name itself, which its
+# Configuration's ``deviceClassMappings`` must map the class to).
 # volcano pkg/scheduler/plugins/capacity/capacity.go — DeviceClassCountPrefix: a Queue's
 # ``capability``/``deserved``/``guarantee`` key ``deviceclass/<class>`` is the number of devices
 # of that class (``parseDRAResourceList``: ``Count = quantity.Value()``).
 VOLCANO_DEVICE_CLASS_PREFIX = "deviceclass/"
-
-
-def device_class_of(resource: str) -> str | None:
-    """The DeviceClass a ``<class>.deviceclass.resource.k8s.io/devices`` name counts, else None."""
-    if resource.endswith(DEVICE_CLASS_SUFFIX) and len(resource) > len(DEVICE_CLASS_SUFFIX):
-        return resource[: -len(DEVICE_CLASS_SUFFIX)]
-    return None
 
 
 def volcano_resource(resource: str) -> str:
