@@ -106,6 +106,18 @@ def capacity_flags(
     return flags
 
 
+def _holders(problem: Problem, slug: str, resource: str) -> list[tuple[str, Decimal]]:
+    """The namespaces of ``slug``'s subtree holding ``resource`` now (latest collection), the
+    largest first (ties by name)."""
+    holders = [
+        (ns, amounts[resource])
+        for team in problem.subtree(slug)
+        for ns, amounts in problem.teams[team].namespaces.items()
+        if amounts.get(resource, 0) > 0
+    ]
+    return sorted(holders, key=lambda item: (-item[1], item[0]))
+
+
 def below_usage_flags(
     changes: Mapping[str, Mapping], after_problem: Problem, after: Mapping[str, Any]
 ) -> list[Flag]:
@@ -119,13 +131,7 @@ def below_usage_flags(
             used = after[slug].usage.get(resource, Decimal(0))
             if limit is None or used <= limit:
                 continue
-            holders = [
-                (ns, amounts[resource])
-                for team in after_problem.subtree(slug)
-                for ns, amounts in after_problem.teams[team].namespaces.items()
-                if amounts.get(resource, 0) > 0
-            ]
-            holders.sort(key=lambda item: (-item[1], item[0]))
+            holders = _holders(after_problem, slug, resource)
             flags.append(
                 Flag(
                     kind=FLAG_BELOW_USAGE,
@@ -226,13 +232,7 @@ def device_class_flags(changes: Mapping[str, Mapping], after_problem: Problem) -
             device_class = device_class_of(resource)
             if device_class is None:
                 continue
-            holders = [
-                (ns, amounts[resource])
-                for member in after_problem.subtree(slug)
-                for ns, amounts in after_problem.teams[member].namespaces.items()
-                if amounts.get(resource, 0) > 0
-            ]
-            holders.sort(key=lambda item: (-item[1], item[0]))
+            holders = _holders(after_problem, slug, resource)
             held = sum((amount for _, amount in holders), Decimal(0))
             limit = team.limit.get(resource)
             ceiling = (

@@ -501,49 +501,48 @@ def _allocated_gpus(
     a request whose DeviceClass has a configured :class:`GpuEquivalentRule` counts by that
     rule instead, whatever its driver."""
     total = Decimal(0)
-    allocation = (claim.get("status") or {}).get("allocation") or {}
     classes = _request_classes(claim) if rules else {}
-    for result in (allocation.get("devices") or {}).get("results") or ():
-        rule = (rules or {}).get(classes.get(str(result.get("request") or ""), ""))
-        if rule is not None and not result.get("adminAccess"):
-            key = (
-                str(result.get("driver") or ""),
-                str(result.get("pool") or ""),
-                str(result.get("device") or ""),
-            )
-            device = devices.get(key)
-            amount = rule.amount(device)
-            if amount is None:
-                metadata = claim.get("metadata") or {}
-                notes.append(
-                    f"DRA: claim {metadata.get('namespace')}/{metadata.get('name')} holds "
-                    f"device {key[1]}/{key[2]}, not in any ResourceSlice: its memory slices "
-                    "are unknown, counted as 0 GPUs"
-                )
-                continue
-            total += amount
-            if by_node is not None and amount and device is not None and device.node:
-                by_node[device.node] = by_node.get(device.node, Decimal(0)) + amount
-            continue
-        if result.get("driver") != NVIDIA_DRIVER or result.get("adminAccess"):
+    for result in _results(claim):
+        if result.get("adminAccess"):
             # Admin access does not hold the device (pkg/scheduler/framework/plugins/
             # dynamicresources/allocateddevices.go — foreachAllocatedDevice): 0, or it would
             # count the GPU twice.
             continue
-        key = (NVIDIA_DRIVER, str(result.get("pool") or ""), str(result.get("device") or ""))
+        rule = (rules or {}).get(classes.get(str(result.get("request") or ""), ""))
+        if rule is None and result.get("driver") != NVIDIA_DRIVER:
+            continue  # another driver's device, no rule for its class: 0
+        key = _device_key(result)
         device = devices.get(key)
-        if device is None:
+        if rule is not None:
+            amount = rule.amount(device)  # None: a slices/N rule for a device not in the slices
+        else:
+            amount = None if device is None else gpu_equivalent(device)
+        if amount is None:
             metadata = claim.get("metadata") or {}
             notes.append(
                 f"DRA: claim {metadata.get('namespace')}/{metadata.get('name')} holds device "
                 f"{key[1]}/{key[2]}, not in any ResourceSlice: counted as 0 GPUs"
             )
             continue
-        amount = gpu_equivalent(device)
         total += amount
-        if by_node is not None and amount and device.node is not None:
+        if by_node is not None and amount and device is not None and device.node:
             by_node[device.node] = by_node.get(device.node, Decimal(0)) + amount
     return total
+
+
+def _results(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """An allocated claim's ``status.allocation.devices.results``."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return list((allocation.get("devices") or {}).get("results") or ())
+
+
+def _device_key(result: Mapping[str, Any]) -> DeviceKey:
+    """The (driver, pool, device) an allocation result names, to look it up in the slices."""
+    return (
+        str(result.get("driver") or ""),
+        str(result.get("pool") or ""),
+        str(result.get("device") or ""),
+    )
 
 
 def _claimed_gpu_uuids(
@@ -553,16 +552,10 @@ def _claimed_gpu_uuids(
     ``uuid``, a MIG device's ``parentUUID``: what NVML reports as the GPU's UUID, so a node
     agent's sample joins the claim by it). Admin-access results hold nothing."""
     uuids: set[str] = set()
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    for result in (allocation.get("devices") or {}).get("results") or ():
+    for result in _results(claim):
         if result.get("adminAccess"):
             continue
-        key = (
-            str(result.get("driver") or ""),
-            str(result.get("pool") or ""),
-            str(result.get("device") or ""),
-        )
-        device = devices.get(key)
+        device = devices.get(_device_key(result))
         if device is None:
             continue
         uuid = device.uuid if device.type == "gpu" else device.parent_uuid

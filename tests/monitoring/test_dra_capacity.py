@@ -31,7 +31,7 @@ Pods (1 core each) and claims:
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from io import StringIO
 from pathlib import Path
@@ -40,11 +40,10 @@ import pytest
 from django.core.management import call_command
 from kubernetes.utils import parse_quantity
 
-from monitoring import chargeback, collection, rollups
 from monitoring.collectors import k8s_usage
 from monitoring.domain import dra
 from monitoring.domain.aggregate import GpuNode, GpuPod, aggregate
-from monitoring.models import RateCard, UsageSample
+from monitoring.models import UsageSample
 
 D = Decimal
 GPU = "nvidia.com/gpu"
@@ -454,47 +453,5 @@ def test_the_live_collector_gives_the_snapshots_capacity_and_flavors(kubeapi, tm
 
 # ---------------------------------------------------------------- chargeback
 
+# The hour test_dra_chargeback.py bills (eight 1g.10gb claims of one H100 held through it).
 H0 = datetime(2025, 5, 14, 10, tzinfo=UTC)
-
-
-@pytest.mark.django_db
-def test_eight_1g10gb_claims_held_an_hour_are_one_gpu_hour(settings):
-    settings.CELERY_BEAT_SCHEDULE = {
-        "collect-usage": {
-            "task": "monitoring.tasks.collect_usage",
-            "schedule": timedelta(minutes=30),
-        }
-    }
-    # node m: one H100 in static MIG mode, published as eight 1g.10gb devices of GPU-m0
-    devices = [mig(f"gpu-0-mig-1g10gb-19-{i}", i, parent="GPU-m0") for i in range(8)]
-    items = [node("m"), resource_slice("m", devices)]
-    for i in range(8):
-        items.append(pod("vision", f"p{i}", "m", claim=f"slice-{i}"))
-        items.append(
-            claim(
-                "vision",
-                f"slice-{i}",
-                [("m", f"gpu-0-mig-1g10gb-19-{i}")],
-                reserved_by=[f"p{i}"],
-                device_class="mig.nvidia.com",
-            )
-        )
-    usage = usage_of(items, {})
-    assert usage.capacity[GPU] == D(1)  # one physical GPU, not 8
-    assert usage.namespace_flavors["vision"][H100][GPU] == D(1)  # 8 × 0.125
-
-    RateCard.objects.create(
-        resource=GPU, flavor=H100, price_per_unit_hour=D("4"), valid_from=H0 - timedelta(days=1)
-    )
-    # collections every 30 minutes over the hour H0..H0+1h, as the collector would store them
-    for minutes in (0, 30):
-        collection.store_usage(usage, now=H0 + timedelta(minutes=minutes), source="test")
-    rollups.rollup_usage(start=H0, end=H0 + timedelta(hours=1), now=H0 + timedelta(hours=2))
-
-    result = chargeback.build_report(
-        start=H0, end=H0 + timedelta(hours=1), group_by=("resource", "flavor")
-    )
-    lines = [r for r in result.rows() if r["resource"] == GPU]
-    assert [(r["flavor"], r["allocated_hours"], r["cost"]) for r in lines] == [
-        (H100, "1.0000", "4.00")
-    ]

@@ -53,6 +53,8 @@ def an_hour_of_eight_slices(settings):
             )
         )
     usage = usage_of(items, {})
+    assert usage.capacity[GPU] == D(1)  # one physical GPU, not 8
+    assert usage.namespace_flavors["vision"][H100][GPU] == D(1)  # 8 × 0.125
     for minutes in (0, 30):
         collection.store_usage(usage, now=H0 + timedelta(minutes=minutes), source="test")
     rollups.rollup_usage(start=H0, end=H0 + timedelta(hours=1), now=H0 + timedelta(hours=2))
