@@ -37,6 +37,7 @@ def reason_words(
     limit: Mapping[str, Decimal | None],
     parent: str | None = None,
     parent_limit: Mapping[str, Decimal | None] | None = None,
+    demand: Mapping[str, Decimal] | None = None,
 ) -> str:
     """One phrase for a team's fair allocation ``fair`` given the solver's ``reason``.
 
@@ -45,6 +46,16 @@ def reason_words(
     reaches it, else the department's."""
     if reason == "demand-met":
         spare = "GPUs" if Decimal(str(fair.get(GPU) or 0)) > 0 else "capacity"
+        beyond = Decimal(str((demand or {}).get(GPU) or 0)) - Decimal(str(fair.get(GPU) or 0))
+        if 0 < beyond < 1:
+            # A fraction of a GPU (MIG slices, a shared GPU: DRA GPU-equivalents, issue 34):
+            # allocations of GPUs are whole GPUs, never rounded above the demand.
+            more = f"{beyond.normalize():f}"
+            return (
+                f"the cluster has spare {spare}: you get your whole demand in whole GPUs (the "
+                f"{more} GPU-equivalents more that your workloads want, parts of a GPU, are "
+                "not rounded up to one)"
+            )
         return f"the cluster has spare {spare}: you get your whole demand"
     if reason == "limit":
         for resource in sorted(fair, key=lambda r: (r != GPU, r)):
@@ -76,5 +87,6 @@ def problem_reasons(problem, shares) -> dict[str, str]:
             limit=team.limit,
             parent=team.parent,
             parent_limit=parent.limit if parent is not None else None,
+            demand=share.demand,
         )
     return result

@@ -70,3 +70,15 @@ def test_the_queues_get_whole_device_counts_and_volcano_admits_them(fractional, 
             if GPU in part:
                 assert Decimal(part[GPU]) == Decimal(part[GPU]).to_integral_value(), queue
     assert kubeapi.get("Queue", "team-a")["spec"]["deserved"][GPU] == "20"  # its guarantee
+
+
+@pytest.mark.django_db
+def test_the_preview_says_why_a_fraction_is_not_allocated(fractional):
+    from scheduling.services import what_if
+
+    result = what_if({"team-b": {"weight": 2}}, now=NOW)
+
+    assert result.teams["team-b"].why_after == (
+        "the cluster has spare capacity: you get your whole demand in whole GPUs (the 0.5 "
+        "GPU-equivalents more that your workloads want, parts of a GPU, are not rounded up to one)"
+    )

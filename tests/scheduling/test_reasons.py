@@ -37,6 +37,21 @@ def test_reasons_in_words():
     )
 
 
+def test_a_fraction_of_a_gpu_beyond_the_allocation_is_said():
+    """Issue 34: DRA GPU-equivalents make fractional demand; allocations stay whole GPUs."""
+    assert reason_words(
+        "demand-met", fair={GPU: D(2)}, limit={GPU: D(64)}, demand={GPU: D("2.375")}
+    ) == (
+        "the cluster has spare GPUs: you get your whole demand in whole GPUs (the 0.375 "
+        "GPU-equivalents more that your workloads want, parts of a GPU, are not rounded up to one)"
+    )
+    # A whole demand met, or a demand a whole GPU above (another reason's business): as before.
+    for demand in (D(2), D(3)):
+        assert reason_words("demand-met", fair={GPU: D(2)}, limit={}, demand={GPU: demand}) == (
+            "the cluster has spare GPUs: you get your whole demand"
+        )
+
+
 @pytest.mark.django_db
 def test_the_preview_gives_each_side_its_reason_in_words(cast):
     """100 GPUs; team-a measured at 10 (spare GPUs), raised to a 15-GPU limit it fills."""
