@@ -14,7 +14,9 @@ the work a collection adds for DRA.
 
 Printed figures: objects, the time of each step (best of ``--repeat``), the tracemalloc peak of
 one DRA count, and a check of the totals against what the generator put in (GPU-equivalents
-allocated = whole GPUs + MIG devices / 8; capacity = 8 GPUs per node).
+allocated = whole GPUs + MIG devices / 8; capacity = 8 GPUs per node; the DeviceClasses
+``gpu.nvidia.com`` and ``mig.nvidia.com``, NVIDIA's CEL selectors, select every whole GPU and
+every MIG device).
 """
 
 from __future__ import annotations
@@ -181,7 +183,24 @@ def main() -> int:
 
     nodes, slices, claims, pods, whole, migs, waiting = build(args.nodes, args.shared, args.pending)
     teams = {f"ns-{i:03}": f"team-{i % 40:02}" for i in range(NAMESPACES)}
-    objects = dra.DraObjects(claims=tuple(claims), slices=tuple(slices))
+    classes = tuple(
+        {
+            "kind": "DeviceClass",
+            "metadata": {"name": f"{kind_}.nvidia.com"},
+            "spec": {
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": f"device.driver == '{DRIVER}' && "
+                            f"device.attributes['{DRIVER}'].type == '{kind_}'"
+                        }
+                    }
+                ]
+            },
+        }
+        for kind_ in ("gpu", "mig")
+    )
+    objects = dra.DraObjects(claims=tuple(claims), slices=tuple(slices), classes=classes)
 
     t_agg, usage = best(
         args.repeat, lambda: aggregate(nodes, pods, teams, parse_quantity=parse_quantity)
@@ -220,7 +239,17 @@ def main() -> int:
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
-    ok = allocated == expected and merged.capacity.get(dra.GPU) == 8 * len(nodes)
+    whole_class = merged.capacity.get(dra.class_resource("gpu.nvidia.com"))
+    mig_class = merged.capacity.get(dra.class_resource("mig.nvidia.com"))
+    print(
+        f"{'device-class capacity gpu / mig (expected)':<{width}}  {whole_class} / {mig_class} "
+        f"({whole} / {migs})"
+    )
+    ok = (
+        allocated == expected
+        and merged.capacity.get(dra.GPU) == 8 * len(nodes)
+        and (whole_class, mig_class) == (whole, migs)
+    )
     print("totals match" if ok else "TOTALS DIFFER")
     return 0 if ok else 1
 

@@ -25,8 +25,9 @@ How each tenant is built (docs/drf.md has a worked example):
   (``scheduling.services.contention_problem``), not today's fair allocation;
 * departments (teams with active children) get only their *own* usage as demand, never the limit
   fallback: the solver adds the children's demands itself (H-DRF: callers must not pre-aggregate);
-* resources are those of the capacity; integral resources are the extended ones (``/`` in the
-  name: ``nvidia.com/gpu``);
+* resources are those of the capacity, less DRA device-class counts (counted per claim, not
+  shared fairly: their GPUs are ``nvidia.com/gpu`` GPU-equivalents already); integral
+  resources are the extended ones (``/`` in the name: ``nvidia.com/gpu``);
 * guarantees that no longer fit the capacity (the cluster shrank, or a what-if over-commits) are
   scaled down proportionally for the solver, and :attr:`Problem.notes` says so; the solver would
   otherwise refuse the problem.
@@ -44,7 +45,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef, Sum
 
 from monitoring.models import CapacitySnapshot, UsageSample
-from quotas.domain.quantity import is_byte_resource
+from quotas.domain.quantity import device_class_of, is_byte_resource
 from quotas.models import Team, TeamQuota
 from quotas.quantities import format_quantity, is_integral_resource, parse_quantity
 from scheduling.domain import pastuse
@@ -361,7 +362,11 @@ def make_problem(inputs: Inputs, overrides: Mapping[str, Mapping] | None = None)
     4. build one Tenant per team, restricted to the capacity's resources.
     """
     inputs = apply_overrides(inputs, overrides)
-    capacity = inputs.capacity
+    # DRA device counts (<class>.deviceclass.resource.k8s.io/devices) are counted per claim,
+    # not shared fairly: their GPUs are in nvidia.com/gpu already, as GPU-equivalents, so a
+    # solve with them would count those GPUs twice in the dominant shares (issue 34). Their
+    # capacity still bounds their guarantees (quotas.capacity_rule; the preview's flags).
+    capacity = {r: a for r, a in inputs.capacity.items() if device_class_of(r) is None}
     teams = inputs.teams
     children: dict[str, list[str]] = defaultdict(list)
     for slug, team in teams.items():

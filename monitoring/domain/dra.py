@@ -43,6 +43,11 @@ otherwise, NVIDIA's driver is NVIDIA/k8s-dra-driver-gpu v25.12.0.
   ``getVerifiedPodUsage``). A pending claim adds ``count`` whole GPUs per ``exactly`` ExactCount
   request of class ``gpu.nvidia.com`` (pending MIG, All and firstAvailable requests: nothing, the
   device is not chosen yet).
+* **Rule 7 — capacity of a device class** (with the dump's nodes): each DeviceClass's
+  ``<class>.deviceclass.resource.k8s.io/devices`` capacity is the number of devices its CEL
+  selectors select among the slices of schedulable nodes (:mod:`.dra_classes`); a class whose
+  selectors cannot be evaluated has none (a note says so). A device-class quota's guarantee is
+  checked against it, as any guarantee against its resource's capacity.
 * **Per DeviceClass** (``FAIRSHARE_DRA_GPU_EQUIVALENTS``, :func:`parse_gpu_equivalents`): a
   configured class replaces Rule 3b/3d for its requests' results: a fixed fraction per device,
   or memory slices ÷ N (docs/dra.md).
@@ -104,6 +109,7 @@ from .aggregate import (
     json_number,
     node_capacity,
 )
+from .dra_classes import class_devices_per_node
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -654,6 +660,8 @@ class DraUsage:
     allocated_nodes: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
     node_gpus: Mapping[str, int] = field(default_factory=dict)
     gpu_pods: tuple[GpuPod, ...] = ()
+    # DeviceClass → node → devices of the class its slices publish (Rule 7)
+    class_nodes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 def dra_usage(
@@ -719,6 +727,7 @@ def dra_usage(
                         held = tuple(sorted(set(holder.gpu_uuids) | uuids))
                         holders[holder.uid] = replace(holder, gpu_uuids=held)
     gpus_per_node = node_gpus(devices, notes)
+    per_class = class_devices_per_node(objects.classes, objects.slices, notes)
     return DraUsage(
         allocated=out["allocated"],
         pending=out["pending"],
@@ -726,6 +735,7 @@ def dra_usage(
         allocated_nodes={ns: dict(sorted(by.items())) for ns, by in sorted(on_nodes.items()) if by},
         node_gpus=gpus_per_node,
         gpu_pods=tuple(sorted(holders.values(), key=_pod_order)),
+        class_nodes=per_class,
     )
 
 
@@ -869,6 +879,20 @@ def _add_dra_nodes(
         if info.flavor is not None:
             into = flavors.setdefault(info.flavor, {})
             into[GPU] = into.get(GPU, Decimal(0)) + extra
+
+    # Rule 7: devices per DeviceClass on schedulable nodes, the capacity of device-class quota.
+    # As the nodes' allocatable: in total and per flavor (the node's GPU product).
+    for device_class, per_node in dra.class_nodes.items():
+        name = class_resource(device_class)
+        capacity[name] = Decimal(0)
+        for node, n in per_node.items():
+            info = known.get(node)
+            if info is None or not info.schedulable:
+                continue
+            capacity[name] += n
+            if info.flavor is not None:
+                into = flavors.setdefault(info.flavor, {})
+                into[name] = into.get(name, Decimal(0)) + n
 
     namespace_flavors = {
         ns: {flavor: dict(amounts) for flavor, amounts in by.items()}

@@ -416,7 +416,15 @@ def test_collect_usage_prints_dra_capacity_and_stores_the_product_flavor():
 
     # gpu-1: 8 device-plugin GPUs; dra-1: 8 whole GPUs; dra-2: 3 MIG devices of GPU-dra2-0 and
     # GPU-dra2-1 → 2 physical GPUs: 8 + 8 + 2 = 18, all three nodes H100
-    capacity = {"cpu": 3 * 64, "memory": 3 * 256 * GI, GPU: 18, "pods": 3 * 110}
+    # and the DeviceClasses select dra-1's 8 whole GPUs and dra-2's 3 MIG devices (Rule 7)
+    capacity = {
+        "cpu": 3 * 64,
+        "memory": 3 * 256 * GI,
+        GPU: 18,
+        "pods": 3 * 110,
+        "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": 8,
+        "mig.nvidia.com.deviceclass.resource.k8s.io/devices": 3,
+    }
     assert doc["capacity"] == capacity
     assert doc["flavors"] == {H100: capacity}
 

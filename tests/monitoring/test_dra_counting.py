@@ -59,7 +59,16 @@ def print_usage(path):
 
 # Three nodes of 64 cores, 256Gi and 110 pods each; gpu-1 has 8 device-plugin GPUs, dra-1
 # publishes 8 whole GPUs, dra-2 MIG devices of 2 physical GPUs (GPU-dra2-0, GPU-dra2-1): 18.
-CAPACITY = {"cpu": 3 * 64, "memory": 3 * 256 * GI, GPU: 8 + 8 + 2, "pods": 3 * 110}
+# The DeviceClasses' selectors pick dra-1's 8 whole GPUs (gpu.nvidia.com: type gpu) and dra-2's
+# 3 MIG devices (mig.nvidia.com: type mig): the device-class quotas' capacity (Rule 7).
+CAPACITY = {
+    "cpu": 3 * 64,
+    "memory": 3 * 256 * GI,
+    GPU: 8 + 8 + 2,
+    "pods": 3 * 110,
+    GPU_CLASS: 8,
+    MIG_CLASS: 3,
+}
 
 
 @pytest.mark.django_db

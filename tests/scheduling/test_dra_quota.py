@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -19,12 +20,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
-from quotas import direct
+from quotas import decisions, direct, lines
+from quotas.exceptions import QuotaExceeded
 from quotas.models import TeamQuota
 from quotas.quantities import validate_resource_name
 from scheduling.choices import SyncStatus
 from scheduling.shares import build_problem
 from scheduling.sync import create_run, run_sync
+from tests.base import GPU
 from tests.kubeapi.kubectl import KUBECTL, kubectl
 
 GPU_DEVICES = "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"
@@ -370,3 +373,68 @@ def test_lowering_a_device_class_limit_while_claims_hold_devices_converges(synce
     assert run.status == SyncStatus.SUCCEEDED, run.error
     create(synced, claim("three", exactly()))
     assert volcano_dra_counts(queue_spec(synced, "team-a")["capability"])["gpu.nvidia.com"] == 3
+
+
+def collected_capacity(**device_classes):
+    """A newer capacity record with device-class capacity, as the collector writes it (Rule 7 of
+    monitoring.domain.dra: the devices each DeviceClass's selectors pick)."""
+    from django.utils import timezone
+
+    from monitoring.models import CapacitySnapshot
+
+    return CapacitySnapshot.objects.create(
+        taken_at=timezone.now() + timedelta(seconds=1),
+        source="test",
+        resources={
+            GPU: "100",
+            "cpu": "1000",
+            "memory": str(4 * 2**40),
+            **{
+                f"{c}.deviceclass.resource.k8s.io/devices": str(n)
+                for c, n in device_classes.items()
+            },
+        },
+        nodes=13,
+    )
+
+
+def test_a_device_class_guarantee_is_approved_within_its_capacity_and_reaches_the_queues(
+    cast, cluster
+):
+    """With capacity for the class collected, a guarantee is approved as any other (Σ ≤
+    capacity × (1 − reserve): 8 × 0.9, 7 whole devices), refused beyond, and reaches Volcano as
+    ``deviceclass/<class>`` guarantee and deserved (the department's derived), while the fair
+    shares leave the count out (its GPUs are nvidia.com/gpu GPU-equivalents already)."""
+    collected_capacity(**{"gpu.nvidia.com": 8})
+    first = decisions.submit_request(
+        team=cast.team_a,
+        requester=cast.alice,
+        lines=[lines.LineInput(GPU_DEVICES, "4", "6")],
+        justification="Reserved whole GPUs for the nightly run.",
+    )
+    decisions.approve_request(first.pk, approver=cast.root)
+    second = decisions.submit_request(
+        team=cast.team_b,
+        requester=cast.charlie,
+        lines=[lines.LineInput(GPU_DEVICES, "4", "6")],
+        justification="Ours too.",
+    )
+    with pytest.raises(QuotaExceeded) as exc:
+        decisions.approve_request(second.pk, approver=cast.root)
+    assert exc.value.resource == GPU_DEVICES
+    assert "would total 8, over the 7 schedulable" in str(exc.value)  # whole devices
+
+    problem = build_problem()
+    assert GPU_DEVICES not in problem.capacity
+    assert GPU in problem.capacity
+
+    run = run_sync(create_run(dry_run=False).pk)
+    run.refresh_from_db()
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    team_a, department = queue_spec(cluster, "team-a"), queue_spec(cluster, "dept-x")
+    assert volcano_dra_counts(team_a["guarantee"]["resource"]) == {"gpu.nvidia.com": 4}
+    assert volcano_dra_counts(team_a["deserved"]) == {"gpu.nvidia.com": 4}
+    assert volcano_dra_counts(team_a["capability"]) == {"gpu.nvidia.com": 6}
+    assert volcano_dra_counts(department["guarantee"]["resource"]) == {"gpu.nvidia.com": 4}
+    hard = cluster.get("ResourceQuota", "fairshare", NAMESPACE)["spec"]["hard"]
+    assert hard[GPU_DEVICES] == "6"
