@@ -438,3 +438,32 @@ def test_a_device_class_guarantee_is_approved_within_its_capacity_and_reaches_th
     assert volcano_dra_counts(department["guarantee"]["resource"]) == {"gpu.nvidia.com": 4}
     hard = cluster.get("ResourceQuota", "fairshare", NAMESPACE)["spec"]["hard"]
     assert hard[GPU_DEVICES] == "6"
+
+
+def test_with_kueue_a_device_class_guarantee_is_nominal_quota_never_lent(cast, cluster, settings):
+    """The same guarantee on the Kueue backend (scheduling/domain/kueue/quotas.py): nominalQuota
+    = deserved = 4, lendingLimit = deserved − guarantee = 0 (never lent), borrowingLimit =
+    limit − deserved = 2; the department's Cohort holds nothing beyond its team's."""
+    settings.FAIRSHARE_SCHEDULER = "kueue"
+    collected_capacity(**{"gpu.nvidia.com": 8})
+    request = decisions.submit_request(
+        team=cast.team_a,
+        requester=cast.alice,
+        lines=[lines.LineInput(GPU_DEVICES, "4", "6")],
+        justification="Reserved whole GPUs for the nightly run.",
+    )
+    decisions.approve_request(request.pk, approver=cast.root)
+
+    run = run_sync(create_run(dry_run=False).pk)
+    run.refresh_from_db()
+
+    assert run.status == SyncStatus.SUCCEEDED, run.error
+    team_a = kueue_resources(cluster.get("ClusterQueue", "team-a"))[GPU_DEVICES]
+    assert team_a == {
+        "name": GPU_DEVICES,
+        "nominalQuota": "4",
+        "borrowingLimit": "2",
+        "lendingLimit": "0",
+    }
+    department = kueue_resources(cluster.get("Cohort", "dept-x"))[GPU_DEVICES]
+    assert department["nominalQuota"] == "0"
