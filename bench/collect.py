@@ -44,6 +44,8 @@ from bench.cluster_gen import (
     generate_quota_events,
     with_owners,
 )
+from bench.dra import build as dra_cluster
+from bench.dra import device_classes
 from monitoring.collectors.k8s_usage import collect
 from tests.kubeapi.server import FakeKubeApi
 
@@ -81,6 +83,13 @@ def main() -> int:
     parser.add_argument("--page-size", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tracemalloc", action="store_true", help="also measure allocations")
+    parser.add_argument(
+        "--dra-nodes",
+        type=int,
+        default=0,
+        help="also N H100 nodes under NVIDIA's DRA driver, their slices, DeviceClasses, claims "
+        "and pods (bench/dra.py's cluster)",
+    )
     args = parser.parse_args()
 
     server = FakeKubeApi().start()
@@ -92,6 +101,10 @@ def main() -> int:
     loaded += server.load(with_owners(generate_pods(args.pods, nodes, seed=args.seed), podgroups))
     loaded += server.load(podgroups)
     loaded += server.load(generate_quota_events(args.events))
+    if args.dra_nodes:
+        dra_nodes, slices, claims, dra_pods, *_ = dra_cluster(args.dra_nodes, 0.1, 0.05)
+        loaded += server.load([*dra_nodes, *slices, *device_classes(), *claims, *dra_pods])
+        del dra_nodes, slices, claims, dra_pods
     del nodes, podgroups
     gc.collect()
     print(f"loaded {loaded:,} objects in {time.perf_counter() - started:.1f} s")
@@ -111,6 +124,10 @@ def main() -> int:
     print(f"live pods read        {stats['pods']:>12,}")
     print(f"PodGroups read        {stats['podgroups']:>12,}")
     print(f"Warning events read   {stats['events']:>12,}")
+    if args.dra_nodes:
+        claims_read = f"{stats.get('resourceclaims', 0):,} / {stats.get('resourceslices', 0):,}"
+        print(f"claims / slices read  {claims_read:>12}")
+        print(f"DRA GPU-equivalents   {_dra_allocated(usage):>12,}")
     waiting = sum(1 for w in usage.workloads if w.waiting)
     print(f"workloads             {len(usage.workloads):>12,} ({waiting:,} waiting)")
     print(f"LIST requests         {lists}")
@@ -135,6 +152,15 @@ def main() -> int:
     api_client.close()
     server.close()
     return 0
+
+
+def _dra_allocated(usage) -> object:
+    """GPU-equivalents allocated in bench/dra.py's namespaces (ns-000 … ns-199)."""
+    return sum(
+        ns.allocated.get("nvidia.com/gpu", 0)
+        for name, ns in usage.namespaces.items()
+        if name.startswith("ns-")
+    )
 
 
 if __name__ == "__main__":

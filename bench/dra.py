@@ -143,6 +143,28 @@ def build(nodes: int, shared: float, pending: float):
     return items_nodes, slices, claims, pods, whole_gpus, mig_devices, waiting
 
 
+def device_classes() -> tuple[dict, ...]:
+    """NVIDIA's two DeviceClasses (its Helm chart's CEL selectors): whole GPUs and MIG devices."""
+    return tuple(
+        {
+            "kind": "DeviceClass",
+            "apiVersion": "resource.k8s.io/v1",
+            "metadata": {"name": f"{kind_}.nvidia.com"},
+            "spec": {
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": f"device.driver == '{DRIVER}' && "
+                            f"device.attributes['{DRIVER}'].type == '{kind_}'"
+                        }
+                    }
+                ]
+            },
+        }
+        for kind_ in ("gpu", "mig")
+    )
+
+
 def _spec(device_class: str) -> dict:
     return {
         "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}
@@ -183,23 +205,7 @@ def main() -> int:
 
     nodes, slices, claims, pods, whole, migs, waiting = build(args.nodes, args.shared, args.pending)
     teams = {f"ns-{i:03}": f"team-{i % 40:02}" for i in range(NAMESPACES)}
-    classes = tuple(
-        {
-            "kind": "DeviceClass",
-            "metadata": {"name": f"{kind_}.nvidia.com"},
-            "spec": {
-                "selectors": [
-                    {
-                        "cel": {
-                            "expression": f"device.driver == '{DRIVER}' && "
-                            f"device.attributes['{DRIVER}'].type == '{kind_}'"
-                        }
-                    }
-                ]
-            },
-        }
-        for kind_ in ("gpu", "mig")
-    )
+    classes = device_classes()
     objects = dra.DraObjects(claims=tuple(claims), slices=tuple(slices), classes=classes)
 
     t_agg, usage = best(

@@ -118,7 +118,11 @@ def _list_dra(
     missing: dict[str, str] = {}
     for key, path in DRA_KINDS:
         try:
-            found[key] = list(list_raw(api_client, path, page_size=page_size, params=dict(params)))
+            compact = _DRA_COMPACT.get(key, _same)
+            found[key] = [
+                compact(item)
+                for item in list_raw(api_client, path, page_size=page_size, params=dict(params))
+            ]
         except K8sNotFound:
             missing[key] = "not served by the cluster"
         except K8sPermanent as e:
@@ -139,6 +143,50 @@ def _list_dra(
         slices=tuple(found["resourceslices"]),
         classes=tuple(found["deviceclasses"]),
     )
+
+
+def _same(item: dict[str, Any]) -> dict[str, Any]:
+    return item
+
+
+def _dra_claim(claim: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``dra.dra_usage`` reads of a ResourceClaim (namespace, name, the extended-resource
+    annotation, the requests, the allocation results and who reserves it): a collection of
+    tens of thousands of claims keeps these, not the objects (managedFields, conditions…)."""
+    metadata = claim.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    status = claim.get("status") or {}
+    allocation = status.get("allocation") or {}
+    kept: dict[str, Any] = {
+        "kind": "ResourceClaim",
+        "metadata": {"namespace": metadata.get("namespace"), "name": metadata.get("name")},
+        "spec": {
+            "devices": {
+                "requests": ((claim.get("spec") or {}).get("devices") or {}).get("requests")
+            }
+        },
+        "status": {},
+    }
+    if dra.EXTENDED_RESOURCE_CLAIM in annotations:
+        kept["metadata"]["annotations"] = {
+            dra.EXTENDED_RESOURCE_CLAIM: annotations[dra.EXTENDED_RESOURCE_CLAIM]
+        }
+    if allocation:
+        kept["status"]["allocation"] = {
+            "devices": {"results": (allocation.get("devices") or {}).get("results")}
+        }
+    if status.get("reservedFor"):
+        kept["status"]["reservedFor"] = status["reservedFor"]
+    return kept
+
+
+def _dra_slice(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A ResourceSlice's ``spec`` (driver, pool, node, devices: what capacity and the
+    DeviceClass selectors read), without its metadata."""
+    return {"kind": "ResourceSlice", "spec": item.get("spec") or {}}
+
+
+_DRA_COMPACT = {"resourceclaims": _dra_claim, "resourceslices": _dra_slice}
 
 
 def _dra_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,8 +212,19 @@ def _dra_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _kept(items: Iterator[dict[str, Any]], into: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Pass the pods on, keeping the compact record of those that take part in DRA: a pod that
+    references a claim (``spec.resourceClaims``, ``status.resourceClaimStatuses``) or got one for
+    an extended resource (``status.extendedResourceClaimStatus``). Only such a pod can reserve a
+    claim (the scheduler reserves a claim for the pods that reference it), so the others change
+    nothing ``dra_usage`` counts, and a cluster of 150,000 pods does not keep 150,000 records."""
     for item in items:
-        into.append(_dra_pod(item))
+        spec, status = item.get("spec") or {}, item.get("status") or {}
+        if (
+            spec.get("resourceClaims")
+            or status.get("resourceClaimStatuses")
+            or status.get("extendedResourceClaimStatus")
+        ):
+            into.append(_dra_pod(item))
         yield item
 
 
