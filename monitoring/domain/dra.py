@@ -109,7 +109,7 @@ from .aggregate import (
     json_number,
     node_capacity,
 )
-from .dra_classes import class_devices_per_node
+from .dra_classes import class_devices_per_node, newest_slices
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -231,22 +231,11 @@ def slice_devices(slices: Iterable[Mapping[str, Any]]) -> dict[DeviceKey, SliceD
     ``spec.pool.generation`` are read (types.go — ``ResourcePool.Generation``: "consumers
     should only use the highest generation").
     """
-    slices = list(slices)
-    newest: dict[tuple[str, str], int] = {}
-    for item in slices:
-        spec = item.get("spec") or {}
-        pool = spec.get("pool") or {}
-        key = (str(spec.get("driver") or ""), str(pool.get("name") or ""))
-        generation = int(pool.get("generation") or 0)
-        if key not in newest or generation > newest[key]:
-            newest[key] = generation
     devices: dict[DeviceKey, SliceDevice] = {}
-    for item in slices:
+    for item in newest_slices(slices):
         spec = item.get("spec") or {}
         pool = spec.get("pool") or {}
         driver, pool_name = str(spec.get("driver") or ""), str(pool.get("name") or "")
-        if int(pool.get("generation") or 0) != newest[(driver, pool_name)]:
-            continue
         for device in spec.get("devices") or ():
             name = str(device.get("name") or "")
             attributes = device.get("attributes") or {}
