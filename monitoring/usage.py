@@ -10,19 +10,20 @@ department sees the department's figure, not the sum of the teams they happen to
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Max, Sum
 
 from monitoring.domain.subtree import descendants, subtree_totals
 from monitoring.models import UsageSample
 from quotas.models import Team
+from quotas.quantities import GPU
 
-__all__ = ["CurrentUsage", "current_usage", "gpus_by_product", "subtree_ids"]
-
-GPU = "nvidia.com/gpu"
+__all__ = ["CurrentUsage", "current_usage", "gpus_by_product", "product_rows", "subtree_ids"]
 
 
 @dataclass(frozen=True)
@@ -105,3 +106,12 @@ def gpus_by_product(taken_at: datetime | None = None) -> dict[int, dict[str, Dec
         for team, amounts in totals.items()
         if any(amounts.values())
     }
+
+
+def product_rows(amounts: Mapping[str, Any]) -> list[tuple[str, Decimal]]:
+    """``{product: GPU-equivalents}`` as display rows: products by name, GPUs on nodes without a
+    product label (``""``) last."""
+    return sorted(
+        ((str(product), Decimal(str(amount))) for product, amount in amounts.items()),
+        key=lambda row: (row[0] == "", row[0]),
+    )

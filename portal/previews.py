@@ -19,6 +19,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 
+from monitoring.usage import product_rows
 from quotas.models import QuotaRequest
 from quotas.overlaps import overlaps
 from quotas.templatetags.fairshare import approx_quantity, resource_label
@@ -80,10 +81,7 @@ def present_whatif(
         # GPU-equivalents the team holds now per GPU product (issue 34); older stored previews
         # have none.
         in_use = (data.get("gpu_in_use") or {}).get(focus) or {}
-        focused["gpu_products"] = sorted(
-            ((product, decimal_or_zero(amount)) for product, amount in in_use.items()),
-            key=lambda item: (item[0] == "", item[0]),
-        )
+        focused["gpu_products"] = product_rows(in_use)
         focused["reasons"] = _untouched_reasons(data, focused, focus)
         focused["explanation_change"] = _explanation_change(data, focus)
     hidden = [t for t in teams if t["changed"] and not named(t["slug"]) and t["slug"] not in chain]

@@ -23,7 +23,7 @@ from monitoring.budgets import BudgetUse, budget_use
 from monitoring.choices import AlertStatus, RollupPeriod
 from monitoring.gpu_alerts import current_gpu_alerts
 from monitoring.models import CapacitySnapshot, UsageRollup, UsageSample
-from monitoring.usage import current_usage, gpus_by_product, subtree_ids
+from monitoring.usage import current_usage, gpus_by_product, product_rows, subtree_ids
 from monitoring.workloads import team_workloads_context
 from portal.history import share_history_chart
 from quotas import members as member_services
@@ -212,12 +212,7 @@ def _team_context(request, team: Team, can_write: bool, **extra) -> dict:
     context["kueue_queues"] = _kueue_queues(team)
     # GPU-equivalents in use per GPU product (issue 34: DRA claims' GPUs with the pods').
     context["gpu_products"] = (
-        sorted(
-            gpus_by_product(latest).get(team.pk, {}).items(),
-            key=lambda item: (item[0] == "", item[0]),
-        )
-        if latest is not None
-        else []
+        product_rows(gpus_by_product(latest).get(team.pk, {})) if latest is not None else []
     )
     context["explanation"] = explanation_table(share.explanation, fair) if share else None
     context["share_history"] = share_history_chart(team, scale=_CHART_SCALE, now=now)

@@ -14,11 +14,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from quotas.domain.quantity import BINARY_SUFFIXES, is_byte_resource
-from quotas.quantities import format_quantity, is_integral_resource
+from quotas.quantities import GPU, format_quantity, is_integral_resource
 from quotas.querysets import is_site_admin
-
-# Usage and demand of nvidia.com/gpu are GPU-equivalents: fractions where DRA hands out parts.
-GPU_EQUIVALENTS = "nvidia.com/gpu"
 
 register = template.Library()
 
@@ -62,7 +59,7 @@ def quantity(value, resource: str = "") -> str:
         return approx_quantity(amount, resource)
     if text.endswith("m") and amount >= 10:
         return f"{amount.quantize(Decimal('0.1'), rounding=ROUND_FLOOR):f}".removesuffix(".0")
-    if text.endswith("m") and (resource or "") == GPU_EQUIVALENTS:
+    if text.endswith("m") and (resource or "") == GPU:
         # GPU-equivalents (a MIG slice or a shared GPU held through DRA: issue 34) read as a
         # fraction of a GPU, "0.125", not as milli-GPUs.
         return f"{Decimal(text[:-1]).scaleb(-3).normalize():f}"
